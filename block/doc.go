@@ -1,4 +1,33 @@
 // Package block holds helpers for raw block volumes: the target file a block
 // volume is published on, bind-mounting a device node onto it, device sizes
 // and loop devices.
+//
+// Invariants:
+//
+//   - Every path argument must be absolute and clean (filepath.Clean leaves it
+//     unchanged); anything else is rejected with codes.InvalidArgument before
+//     the file system is touched, so a request cannot steer a call with "..".
+//   - EnsureBlock and MountBlock are idempotent: a retry with the same
+//     arguments succeeds without stacking a second mount; a target that is a
+//     directory, or bound to a different device, is refused with a gRPC code
+//     (FailedPrecondition, AlreadyExists) a driver can return as-is.
+//   - UnmountBlock removes the bind mount and then the target with os.Remove,
+//     only once it is no longer a mount point and only if it is a file; it
+//     never removes a directory or anything below one.
+//   - Sizes come from the BLKGETSIZE64 ioctl, never from statfs (which on a
+//     device node reports the size of the file system holding /dev).
+//   - Loop devices are attached, found and detached through ioctls on
+//     /dev/loop-control and /dev/loopN (LOOP_CTL_GET_FREE, LOOP_CONFIGURE with
+//     a LOOP_SET_FD/LOOP_SET_STATUS64 fallback, LOOP_GET_STATUS64,
+//     LOOP_CLR_FD); no losetup output is parsed. A backing file is identified
+//     by device and inode number, so a renamed file is still found.
+//   - Errors carry gRPC codes through a GRPCStatus method and still unwrap to
+//     the underlying errno, so errors.Is(err, unix.EBUSY) keeps working.
+//   - The package keeps no global state; the mount-point check is O(1)
+//     (statx STATX_ATTR_MOUNT_ROOT, then openat2 RESOLVE_NO_XDEV) and reads
+//     /proc/self/mountinfo only on kernels too old for either.
+//
+// Everything except the error type is Linux-only; on other systems the
+// functions exist and return codes.Unimplemented, so code using the package
+// still builds.
 package block

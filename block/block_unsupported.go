@@ -1,0 +1,58 @@
+//go:build !linux
+
+package block
+
+import (
+	"context"
+
+	"google.golang.org/grpc/codes"
+)
+
+// MountOptions says which device MountBlock binds onto which target file.
+type MountOptions struct {
+	// Device is the block device node to publish.
+	Device string
+	// Target is the file the device node is bound onto.
+	Target string
+	// ReadOnly makes the bind mount read-only.
+	ReadOnly bool
+}
+
+// LoopOptions configures a loop device attached by AttachLoop.
+type LoopOptions struct {
+	// ReadOnly attaches the device read-only.
+	ReadOnly bool
+	// DirectIO bypasses the page cache of the backing file.
+	DirectIO bool
+	// AutoClear detaches the device when its last user closes it.
+	AutoClear bool
+}
+
+func unsupported() error {
+	return errorf(codes.Unimplemented, nil, "block devices are supported on Linux only")
+}
+
+// DeviceSize is implemented on Linux only.
+func DeviceSize(path string) (int64, error) { return 0, unsupported() }
+
+// EnsureBlock is implemented on Linux only.
+func EnsureBlock(ctx context.Context, target string) error { return unsupported() }
+
+// MountBlock is implemented on Linux only.
+func MountBlock(ctx context.Context, opts MountOptions) error { return unsupported() }
+
+// UnmountBlock is implemented on Linux only.
+func UnmountBlock(ctx context.Context, target string) error { return unsupported() }
+
+// AttachLoop is implemented on Linux only.
+func AttachLoop(ctx context.Context, backingFile string, opts LoopOptions) (string, error) {
+	return "", unsupported()
+}
+
+// FindLoop is implemented on Linux only.
+func FindLoop(ctx context.Context, backingFile string) (string, bool, error) {
+	return "", false, unsupported()
+}
+
+// DetachLoop is implemented on Linux only.
+func DetachLoop(ctx context.Context, dev string) error { return unsupported() }

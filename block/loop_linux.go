@@ -1,0 +1,231 @@
+//go:build linux
+
+package block
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+)
+
+// loopSetDirectIO is LOOP_SET_DIRECT_IO, used only on kernels without
+// LOOP_CONFIGURE.
+const loopSetDirectIO = 0x4C08
+
+// attachTries bounds how often AttachLoop retries when another process takes
+// the free device LOOP_CTL_GET_FREE named before it could configure it.
+const attachTries = 8
+
+// LoopOptions configures a loop device attached by AttachLoop.
+type LoopOptions struct {
+	// ReadOnly attaches the device read-only.
+	ReadOnly bool
+	// DirectIO asks the kernel to bypass the page cache of the backing
+	// file, avoiding double caching. The backing file system must support
+	// O_DIRECT.
+	DirectIO bool
+	// AutoClear detaches the device automatically when its last user
+	// closes it (after the last unmount). Leave it off for a device that
+	// must survive between NodeUnstage and the next NodeStage.
+	AutoClear bool
+}
+
+// AttachLoop attaches backingFile to a free loop device and returns the
+// device path (e.g. /dev/loop3). It is idempotent: when a loop device is
+// already attached to the same file (same device and inode number, see
+// FindLoop) that device is returned and opts are not applied again. A
+// missing backing file gives codes.NotFound; one that is not a regular file
+// codes.InvalidArgument.
+func AttachLoop(ctx context.Context, backingFile string, opts LoopOptions) (string, error) {
+	if err := checkPath("backing file", backingFile); err != nil {
+		return "", err
+	}
+	if dev, ok, err := FindLoop(ctx, backingFile); err != nil || ok {
+		return dev, err
+	}
+	mode := unix.O_RDWR
+	if opts.ReadOnly {
+		mode = unix.O_RDONLY
+	}
+	bfd, err := unix.Open(backingFile, mode|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return "", errorf(codes.NotFound, err, "loop backing file %s", backingFile)
+	}
+	if errors.Is(err, unix.EISDIR) {
+		return "", errorf(codes.InvalidArgument, err, "loop backing file %s is not a regular file", backingFile)
+	}
+	if err != nil {
+		return "", errorf(codes.Internal, err, "open loop backing file %s", backingFile)
+	}
+	defer unix.Close(bfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(bfd, &st); err != nil {
+		return "", errorf(codes.Internal, err, "stat loop backing file %s", backingFile)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return "", errorf(codes.InvalidArgument, nil, "loop backing file %s is not a regular file", backingFile)
+	}
+	ctl, err := unix.Open("/dev/loop-control", unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return "", errorf(codes.Internal, err, "open /dev/loop-control")
+	}
+	defer unix.Close(ctl)
+	for try := 0; try < attachTries; try++ {
+		if err := ctx.Err(); err != nil {
+			return "", ctxError(err, "attach loop device for %s", backingFile)
+		}
+		n, err := unix.IoctlRetInt(ctl, unix.LOOP_CTL_GET_FREE)
+		if err != nil {
+			return "", errorf(codes.ResourceExhausted, err, "find a free loop device")
+		}
+		dev := "/dev/loop" + strconv.Itoa(n)
+		err = configureLoop(dev, bfd, backingFile, opts)
+		if errors.Is(err, unix.EBUSY) {
+			continue // another process took it first
+		}
+		if err != nil {
+			return "", errorf(codes.Internal, err, "attach %s to %s", backingFile, dev)
+		}
+		return dev, nil
+	}
+	return "", errorf(codes.Aborted, nil, "attach loop device for %s: lost the race for a free device %d times", backingFile, attachTries)
+}
+
+func configureLoop(dev string, bfd int, backingFile string, opts LoopOptions) error {
+	mode := unix.O_RDWR
+	if opts.ReadOnly {
+		mode = unix.O_RDONLY
+	}
+	lfd, err := unix.Open(dev, mode|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(lfd)
+	var info unix.LoopInfo64
+	if opts.ReadOnly {
+		info.Flags |= unix.LO_FLAGS_READ_ONLY
+	}
+	if opts.AutoClear {
+		info.Flags |= unix.LO_FLAGS_AUTOCLEAR
+	}
+	copy(info.File_name[:len(info.File_name)-1], backingFile)
+	cfg := unix.LoopConfig{Fd: uint32(bfd), Info: info}
+	if opts.DirectIO {
+		cfg.Info.Flags |= unix.LO_FLAGS_DIRECT_IO
+	}
+	err = unix.IoctlLoopConfigure(lfd, &cfg)
+	if !errors.Is(err, unix.ENOTTY) && !errors.Is(err, unix.EINVAL) {
+		return err
+	}
+	// Kernels before 5.8 lack LOOP_CONFIGURE: set the fd, then the status.
+	if err := unix.IoctlSetInt(lfd, unix.LOOP_SET_FD, bfd); err != nil {
+		return err
+	}
+	if err := unix.IoctlLoopSetStatus64(lfd, &info); err != nil {
+		_ = unix.IoctlSetInt(lfd, unix.LOOP_CLR_FD, 0)
+		return err
+	}
+	if opts.DirectIO {
+		if err := unix.IoctlSetInt(lfd, loopSetDirectIO, 1); err != nil {
+			_ = unix.IoctlSetInt(lfd, unix.LOOP_CLR_FD, 0)
+			return fmt.Errorf("enable direct I/O: %w", err)
+		}
+	}
+	return nil
+}
+
+// FindLoop returns the loop device attached to backingFile, matched by the
+// file's device and inode number (not by name, which the kernel truncates to
+// 64 bytes and which goes stale when the file is renamed). ok is false when
+// no loop device is attached to it.
+func FindLoop(ctx context.Context, backingFile string) (dev string, ok bool, err error) {
+	if err := checkPath("backing file", backingFile); err != nil {
+		return "", false, err
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(backingFile, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return "", false, errorf(codes.NotFound, err, "loop backing file %s", backingFile)
+		}
+		return "", false, errorf(codes.Internal, err, "stat loop backing file %s", backingFile)
+	}
+	entries, err := os.ReadDir("/sys/block")
+	if err != nil {
+		return "", false, errorf(codes.Internal, err, "list block devices")
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasPrefix(name, "loop") {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return "", false, ctxError(err, "find loop device for %s", backingFile)
+		}
+		if _, err := os.Stat("/sys/block/" + name + "/loop"); err != nil {
+			continue // not attached
+		}
+		info, err := loopStatus("/dev/" + name)
+		if err != nil {
+			continue // detached meanwhile, or no node in /dev
+		}
+		if info.Inode == st.Ino && decodeDev(info.Device) == [2]uint32{unix.Major(st.Dev), unix.Minor(st.Dev)} {
+			return "/dev/" + name, true, nil
+		}
+	}
+	return "", false, nil
+}
+
+func loopStatus(dev string) (*unix.LoopInfo64, error) {
+	fd, err := unix.Open(dev, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	return unix.IoctlLoopGetStatus64(fd)
+}
+
+// decodeDev splits a dev_t in the kernel's "huge" encoding (as
+// LOOP_GET_STATUS64 reports it) into major and minor numbers.
+func decodeDev(d uint64) [2]uint32 {
+	major := uint32((d & 0xfff00) >> 8)
+	minor := uint32(d&0xff) | uint32((d>>12)&0xfff00)
+	return [2]uint32{major, minor}
+}
+
+// DetachLoop detaches the loop device dev (a /dev/loopN path). A device that
+// is not attached, or does not exist, is fine. If the device is still open
+// or mounted, the kernel detaches it when its last user closes it.
+func DetachLoop(ctx context.Context, dev string) error {
+	if err := checkPath("loop device", dev); err != nil {
+		return err
+	}
+	n, found := strings.CutPrefix(dev, "/dev/loop")
+	if _, err := strconv.ParseUint(n, 10, 31); !found || err != nil {
+		return errorf(codes.InvalidArgument, nil, "%q is not a loop device path, want /dev/loopN", dev)
+	}
+	if err := ctx.Err(); err != nil {
+		return ctxError(err, "detach %s", dev)
+	}
+	fd, err := unix.Open(dev, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENXIO) {
+		return nil
+	}
+	if err != nil {
+		return errorf(codes.Internal, err, "open %s", dev)
+	}
+	defer unix.Close(fd)
+	err = unix.IoctlSetInt(fd, unix.LOOP_CLR_FD, 0)
+	if err == nil || errors.Is(err, unix.ENXIO) {
+		return nil
+	}
+	if errors.Is(err, unix.EBUSY) {
+		return errorf(codes.FailedPrecondition, err, "loop device %s is in use", dev)
+	}
+	return errorf(codes.Internal, err, "detach %s", dev)
+}
