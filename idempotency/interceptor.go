@@ -1,0 +1,139 @@
+package idempotency
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Interceptor applies locks and the journal to unary CSI calls. Create it
+// with New; it is safe for concurrent use.
+type Interceptor struct {
+	opts Options
+	keys map[string]KeyFunc
+}
+
+// New returns an Interceptor. It fails only on malformed Options.Keys.
+func New(o Options) (*Interceptor, error) {
+	o = o.withDefaults()
+	keys := DefaultKeys()
+	for m, f := range o.Keys {
+		if !strings.HasPrefix(m, "/") || strings.Count(m, "/") != 2 {
+			return nil, fmt.Errorf("idempotency: Keys: %q is not a gRPC full method name like %q", m, csi.Controller_CreateVolume_FullMethodName)
+		}
+		if f == nil {
+			delete(keys, m)
+		} else {
+			keys[m] = f
+		}
+	}
+	return &Interceptor{opts: o, keys: keys}, nil
+}
+
+// LockStats reports the interceptor's held locks, for metrics.
+func (i *Interceptor) LockStats() LockStats { return i.opts.Locks.Stats() }
+
+// Locks returns the lock table, for drivers that lock more by hand.
+func (i *Interceptor) Locks() *LockTable { return i.opts.Locks }
+
+// UnaryServerInterceptor returns the gRPC interceptor. Install it after
+// request validation (which rejects empty names and IDs) and before the
+// driver.
+func (i *Interceptor) UnaryServerInterceptor() grpc.UnaryServerInterceptor {
+	return i.intercept
+}
+
+type reservedIDKey struct{}
+
+// ReservedID returns the ID the journal reserved for the create call running
+// in ctx. A driver that creates its backend object under this ID is
+// idempotent across retries and crashes.
+func ReservedID(ctx context.Context) (string, bool) {
+	id, ok := ctx.Value(reservedIDKey{}).(string)
+	return id, ok
+}
+
+// ContextWithReservedID returns ctx carrying id as ReservedID; for testing
+// drivers without the interceptor.
+func ContextWithReservedID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, reservedIDKey{}, id)
+}
+
+func (i *Interceptor) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	set := lockSet{t: i.opts.Locks, method: info.FullMethod}
+	defer set.releaseAll() // runs on panics too
+	if kf := i.keys[info.FullMethod]; kf != nil {
+		if err := set.acquire(kf(ctx, req)...); err != nil {
+			i.opts.Logger.DebugContext(ctx, "lock conflict", slog.String("method", info.FullMethod), slog.String("conflict", err.Error()))
+			return nil, err
+		}
+	}
+	if i.opts.Journal == nil {
+		return handler(ctx, req)
+	}
+	switch r := req.(type) {
+	case *csi.CreateVolumeRequest:
+		return i.create(ctx, &set, req, handler, volumeFlow, r.GetName())
+	case *csi.CreateSnapshotRequest:
+		return i.create(ctx, &set, req, handler, snapshotFlow, r.GetName())
+	case *csi.CreateVolumeGroupSnapshotRequest:
+		return i.create(ctx, &set, req, handler, groupFlow, r.GetName())
+	case *csi.DeleteVolumeRequest:
+		return i.delete(ctx, &set, req, handler, volumeFlow, r.GetVolumeId())
+	case *csi.DeleteSnapshotRequest:
+		return i.delete(ctx, &set, req, handler, snapshotFlow, r.GetSnapshotId())
+	case *csi.DeleteVolumeGroupSnapshotRequest:
+		return i.delete(ctx, &set, req, handler, groupFlow, r.GetGroupSnapshotId())
+	}
+	return handler(ctx, req)
+}
+
+// lockSet holds the locks of one call and releases them all at its end.
+type lockSet struct {
+	t      *LockTable
+	method string
+	held   []Lock
+	buf    [6]Lock
+}
+
+// acquire takes every lock or none; it answers Aborted naming the holder.
+// Locks with an empty ID and keys this call already holds are skipped.
+func (s *lockSet) acquire(locks ...Lock) error {
+	if s.held == nil {
+		s.held = s.buf[:0]
+	}
+	start := len(s.held)
+next:
+	for _, l := range locks {
+		if l.Key.ID == "" {
+			continue
+		}
+		for _, h := range s.held {
+			if h.Key == l.Key {
+				continue next
+			}
+		}
+		if h, ok := s.t.TryLock(l.Key, l.Mode, s.method); !ok {
+			for _, got := range s.held[start:] {
+				s.t.Unlock(got.Key, got.Mode)
+			}
+			s.held = s.held[:start]
+			return status.Error(codes.Aborted, busyMessage(l.Key, h))
+		}
+		s.held = append(s.held, l)
+	}
+	return nil
+}
+
+func (s *lockSet) releaseAll() {
+	for _, l := range s.held {
+		s.t.Unlock(l.Key, l.Mode)
+	}
+	s.held = s.held[:0]
+}

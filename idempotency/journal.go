@@ -1,0 +1,126 @@
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Kind separates the name spaces of a journal: a volume and a snapshot may
+// share a name.
+type Kind uint8
+
+// The kinds of object a journal records.
+const (
+	KindVolume Kind = iota + 1
+	KindSnapshot
+	KindGroupSnapshot
+)
+
+// String returns "volume", "snapshot" or "group snapshot".
+func (k Kind) String() string {
+	switch k {
+	case KindVolume:
+		return "volume"
+	case KindSnapshot:
+		return "snapshot"
+	case KindGroupSnapshot:
+		return "group snapshot"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+func (k Kind) valid() bool { return k >= KindVolume && k <= KindGroupSnapshot }
+
+// Reservation asks a journal to bind Name to an ID.
+type Reservation struct {
+	Kind Kind
+	// Name is the CO's name for the object (CreateVolumeRequest.Name).
+	Name string
+	// Fingerprint identifies the request's parameters (see Fingerprint).
+	Fingerprint []byte
+	// ID is the ID to bind if Name is not yet reserved. It is ignored if
+	// Name is already reserved.
+	ID string
+}
+
+// Record is what a journal knows about one name.
+type Record struct {
+	Kind        Kind
+	Name        string
+	ID          string
+	Fingerprint []byte
+	// Committed is true once the driver's create call succeeded.
+	Committed bool
+	// Response is the serialized successful response, set by Commit.
+	Response []byte
+	// Reserved is when the name was first reserved.
+	Reserved time.Time
+}
+
+// Journal maps CO-chosen names to driver-chosen IDs durably, so that a
+// create call retried after a timeout or a crash gets the ID of its first
+// attempt. All methods are safe for concurrent use. Errors carry gRPC codes.
+type Journal interface {
+	// Reserve binds r.Name to r.ID unless the name is already bound, and
+	// returns the record now bound to the name. A name bound with a
+	// different fingerprint fails with codes.AlreadyExists. An r.ID already
+	// bound to another name fails with codes.Internal.
+	Reserve(ctx context.Context, r Reservation) (Record, error)
+	// Commit marks name as created, with the given ID (normally the
+	// reserved one; a different one rebinds) and serialized response. A
+	// name with no reservation fails with codes.FailedPrecondition.
+	Commit(ctx context.Context, kind Kind, name, id string, response []byte) error
+	// LookupName returns the record bound to name, if any.
+	LookupName(ctx context.Context, kind Kind, name string) (Record, bool, error)
+	// LookupID returns the record bound to id, if any.
+	LookupID(ctx context.Context, kind Kind, id string) (Record, bool, error)
+	// Release forgets id and its name. Releasing an unknown ID succeeds.
+	Release(ctx context.Context, kind Kind, id string) error
+}
+
+func checkArgs(ctx context.Context, kind Kind, s string) error {
+	if err := ctx.Err(); err != nil {
+		return status.FromContextError(err).Err()
+	}
+	if !kind.valid() {
+		return status.Errorf(codes.InvalidArgument, "journal: unknown kind %d", uint8(kind))
+	}
+	if s == "" {
+		return status.Error(codes.InvalidArgument, "journal: empty name or ID")
+	}
+	return nil
+}
+
+func checkReservation(ctx context.Context, r Reservation) error {
+	if err := checkArgs(ctx, r.Kind, r.Name); err != nil {
+		return err
+	}
+	if r.ID == "" {
+		return status.Errorf(codes.InvalidArgument, "journal: reservation of %s %q has an empty ID", r.Kind, r.Name)
+	}
+	return nil
+}
+
+func mismatch(rec Record) error {
+	return status.Errorf(codes.AlreadyExists,
+		"%s name %q is already used by %s %q created with different parameters; use a new name or repeat the original request",
+		rec.Kind, rec.Name, rec.Kind, rec.ID)
+}
+
+func idTaken(kind Kind, id, owner, name string) error {
+	return status.Errorf(codes.Internal,
+		"journal: %s ID %q for name %q is already bound to name %q; the driver's NewID must return distinct IDs for distinct names",
+		kind, id, name, owner)
+}
+
+func noReservation(kind Kind, name string) error {
+	return status.Errorf(codes.FailedPrecondition, "journal: %s name %q has no reservation to commit", kind, name)
+}
+
+// sameFingerprint compares fingerprints byte for byte.
+func sameFingerprint(a, b []byte) bool { return bytes.Equal(a, b) }
