@@ -42,12 +42,14 @@ func ExampleListen() {
 	}
 	srv := grpc.NewServer()
 	csi.RegisterIdentityServer(srv, identity{})
-	go srv.Serve(l)
+	done := make(chan struct{})
+	go func() { defer close(done); srv.Serve(l) }()
 
 	fi, _ := os.Stat(sock)
 	fmt.Println(fi.Mode())
 
-	srv.Stop() // closes l, which removes the socket file
+	srv.Stop() // Serve closes l, which removes the socket file
+	<-done
 	_, err = os.Stat(sock)
 	fmt.Println(os.IsNotExist(err))
 	// Output:
