@@ -1,0 +1,280 @@
+package idempotency_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/csikit/csikit/idempotency"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+type journalCloser interface {
+	idempotency.Journal
+	Close() error
+}
+
+type nopCloser struct{ *idempotency.MemoryJournal }
+
+func (nopCloser) Close() error { return nil }
+
+// stores returns a constructor per Journal implementation; all must behave
+// the same.
+func stores() map[string]func(tb testing.TB) journalCloser {
+	return map[string]func(tb testing.TB) journalCloser{
+		"memory": func(testing.TB) journalCloser { return nopCloser{idempotency.NewMemoryJournal()} },
+		"file": func(tb testing.TB) journalCloser {
+			j, err := idempotency.OpenFileJournal(filepath.Join(tb.TempDir(), "j.db"), idempotency.FileJournalOptions{})
+			if err != nil {
+				tb.Fatal(err)
+			}
+			tb.Cleanup(func() { _ = j.Close() })
+			return j
+		},
+	}
+}
+
+func wantCode(t *testing.T, what string, err error, want codes.Code) {
+	t.Helper()
+	if got := status.Code(err); got != want {
+		t.Errorf("%s: got code %v (%v), want %v", what, got, err, want)
+	}
+}
+
+func res(name, fp, id string) idempotency.Reservation {
+	return idempotency.Reservation{Kind: idempotency.KindVolume, Name: name, Fingerprint: []byte(fp), ID: id}
+}
+
+func TestJournalSemantics(t *testing.T) {
+	ctx := context.Background()
+	for storeName, open := range stores() {
+		t.Run(storeName, func(t *testing.T) {
+			j := open(t)
+			rec, err := j.Reserve(ctx, res("pvc-1", "fp-a", "id-1"))
+			if err != nil || rec.ID != "id-1" || rec.Committed || rec.Name != "pvc-1" {
+				t.Fatalf("first Reserve: got %+v, %v; want ID id-1, not committed", rec, err)
+			}
+			// Retry with the same fingerprint: same ID, new candidate ignored.
+			rec, err = j.Reserve(ctx, res("pvc-1", "fp-a", "id-other"))
+			if err != nil || rec.ID != "id-1" {
+				t.Fatalf("retry Reserve: got %+v, %v; want ID id-1", rec, err)
+			}
+			_, err = j.Reserve(ctx, res("pvc-1", "fp-b", "id-2"))
+			wantCode(t, "Reserve with another fingerprint", err, codes.AlreadyExists)
+			_, err = j.Reserve(ctx, res("pvc-2", "fp-a", "id-1"))
+			wantCode(t, "Reserve of a taken ID", err, codes.Internal)
+
+			// Kinds are separate name spaces.
+			snap := idempotency.Reservation{Kind: idempotency.KindSnapshot, Name: "pvc-1", Fingerprint: []byte("x"), ID: "id-1"}
+			if rec, err := j.Reserve(ctx, snap); err != nil || rec.ID != "id-1" {
+				t.Fatalf("snapshot with a volume's name and ID: got %+v, %v; want ID id-1", rec, err)
+			}
+
+			wantCode(t, "Commit without reservation", j.Commit(ctx, idempotency.KindVolume, "nope", "id-9", nil), codes.FailedPrecondition)
+			if err := j.Commit(ctx, idempotency.KindVolume, "pvc-1", "id-1", []byte("resp")); err != nil {
+				t.Fatal(err)
+			}
+			rec, ok, err := j.LookupName(ctx, idempotency.KindVolume, "pvc-1")
+			if err != nil || !ok || !rec.Committed || string(rec.Response) != "resp" || string(rec.Fingerprint) != "fp-a" {
+				t.Fatalf("LookupName after Commit: got %+v, %v, %v", rec, ok, err)
+			}
+			if rec.Reserved.IsZero() {
+				t.Error("Reserved time: got zero, want set")
+			}
+			rec, ok, err = j.LookupID(ctx, idempotency.KindVolume, "id-1")
+			if err != nil || !ok || rec.Name != "pvc-1" {
+				t.Fatalf("LookupID: got %+v, %v, %v; want name pvc-1", rec, ok, err)
+			}
+			if _, ok, err := j.LookupID(ctx, idempotency.KindVolume, "id-x"); ok || err != nil {
+				t.Fatalf("LookupID of unknown ID: got %v, %v; want false, nil", ok, err)
+			}
+
+			// Commit under another ID rebinds.
+			if _, err := j.Reserve(ctx, res("pvc-3", "f", "id-3")); err != nil {
+				t.Fatal(err)
+			}
+			wantCode(t, "Commit rebinding to a taken ID", j.Commit(ctx, idempotency.KindVolume, "pvc-3", "id-1", nil), codes.Internal)
+			if err := j.Commit(ctx, idempotency.KindVolume, "pvc-3", "id-3b", []byte("r3")); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok, _ := j.LookupID(ctx, idempotency.KindVolume, "id-3"); ok {
+				t.Error("old ID after rebinding: got found, want gone")
+			}
+			if rec, ok, _ := j.LookupID(ctx, idempotency.KindVolume, "id-3b"); !ok || rec.Name != "pvc-3" {
+				t.Errorf("new ID after rebinding: got %+v, %v; want pvc-3", rec, ok)
+			}
+
+			// Release forgets both directions, and is idempotent.
+			for range 2 {
+				if err := j.Release(ctx, idempotency.KindVolume, "id-1"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, ok, _ := j.LookupName(ctx, idempotency.KindVolume, "pvc-1"); ok {
+				t.Error("name after Release: got found, want gone")
+			}
+			if rec, ok, _ := j.LookupID(ctx, idempotency.KindSnapshot, "id-1"); !ok || rec.Name != "pvc-1" {
+				t.Error("Release of a volume removed the snapshot of the same ID")
+			}
+			// After release the name may be reserved anew, with any fingerprint.
+			if rec, err := j.Reserve(ctx, res("pvc-1", "fp-b", "id-new")); err != nil || rec.ID != "id-new" {
+				t.Fatalf("Reserve after Release: got %+v, %v; want id-new", rec, err)
+			}
+
+			// Bad input.
+			_, err = j.Reserve(ctx, res("", "f", "i"))
+			wantCode(t, "empty name", err, codes.InvalidArgument)
+			_, err = j.Reserve(ctx, res("n", "f", ""))
+			wantCode(t, "empty ID", err, codes.InvalidArgument)
+			_, err = j.Reserve(ctx, idempotency.Reservation{Kind: 99, Name: "n", ID: "i"})
+			wantCode(t, "unknown kind", err, codes.InvalidArgument)
+			cctx, cancel := context.WithCancel(ctx)
+			cancel()
+			_, err = j.Reserve(cctx, res("n", "f", "i"))
+			wantCode(t, "canceled context", err, codes.Canceled)
+		})
+	}
+}
+
+// TestJournalOpaqueKeys stores names that would be dangerous as file names.
+func TestJournalOpaqueKeys(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	j, err := idempotency.OpenFileJournal(filepath.Join(dir, "j.db"), idempotency.FileJournalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	for i, name := range []string{"../../etc/passwd", "/abs/path", "a\x00b", "名前", "$(rm -rf /)"} {
+		id := "../id-" + strconv.Itoa(i)
+		if rec, err := j.Reserve(ctx, res(name, "f", id)); err != nil || rec.ID != id {
+			t.Fatalf("Reserve %q: got %+v, %v", name, rec, err)
+		}
+		if rec, ok, err := j.LookupID(ctx, idempotency.KindVolume, id); err != nil || !ok || rec.Name != name {
+			t.Fatalf("LookupID %q: got %+v, %v, %v; want name %q", id, rec, ok, err, name)
+		}
+	}
+	matches, _ := filepath.Glob(filepath.Join(dir, "*"))
+	if len(matches) != 1 {
+		t.Errorf("files in the journal directory: got %v, want only j.db", matches)
+	}
+}
+
+func TestFileJournalPersists(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "j.db")
+	j, err := idempotency.OpenFileJournal(path, idempotency.FileJournalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Reserve(ctx, res("pvc-1", "f", "id-1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Commit(ctx, idempotency.KindVolume, "pvc-1", "id-1", []byte("resp")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Reserve(ctx, res("pvc-2", "f", "id-2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = j.Reserve(ctx, res("pvc-3", "f", "id-3"))
+	if err == nil {
+		t.Error("Reserve after Close: got nil error, want one")
+	}
+	j, err = idempotency.OpenFileJournal(path, idempotency.FileJournalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	if err := j.Check(); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := j.Reserve(ctx, res("pvc-1", "f", "other"))
+	if err != nil || rec.ID != "id-1" || !rec.Committed || string(rec.Response) != "resp" {
+		t.Errorf("pvc-1 after reopen: got %+v, %v; want committed id-1", rec, err)
+	}
+	rec, err = j.Reserve(ctx, res("pvc-2", "f", "other"))
+	if err != nil || rec.ID != "id-2" || rec.Committed {
+		t.Errorf("pvc-2 after reopen: got %+v, %v; want reserved id-2", rec, err)
+	}
+}
+
+// TestJournalConcurrentReserve has hundreds of goroutines reserve a few
+// names with distinct candidate IDs: each name must end with one ID, and
+// every caller must get it.
+func TestJournalConcurrentReserve(t *testing.T) {
+	ctx := context.Background()
+	for storeName, open := range stores() {
+		t.Run(storeName, func(t *testing.T) {
+			j := open(t)
+			const goroutines, names = 200, 10
+			var got [names]sync.Map
+			var wg sync.WaitGroup
+			for g := range goroutines {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					n := g % names
+					rec, err := j.Reserve(ctx, res("pvc-"+strconv.Itoa(n), "f", "id-"+strconv.Itoa(g)))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					got[n].Store(rec.ID, true)
+				}()
+			}
+			wg.Wait()
+			for n := range names {
+				var ids []any
+				got[n].Range(func(k, _ any) bool { ids = append(ids, k); return true })
+				if len(ids) != 1 {
+					t.Errorf("pvc-%d: got IDs %v, want exactly one", n, ids)
+				}
+			}
+		})
+	}
+}
+
+func benchReserveCommit(b *testing.B, j idempotency.Journal, parallel bool) {
+	ctx := context.Background()
+	var n atomic.Int64
+	one := func() {
+		i := strconv.FormatInt(n.Add(1), 10)
+		if _, err := j.Reserve(ctx, res("pvc-"+i, "fingerprint", "id-"+i)); err != nil {
+			b.Fatal(err)
+		}
+		if err := j.Commit(ctx, idempotency.KindVolume, "pvc-"+i, "id-"+i, []byte("response")); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	if !parallel {
+		for b.Loop() {
+			one()
+		}
+		return
+	}
+	b.SetParallelism(4) // 8 callers on 2 cores
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			one()
+		}
+	})
+}
+
+func BenchmarkJournalReserveCommit(b *testing.B) {
+	for _, name := range []string{"memory", "file"} {
+		for _, parallel := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/parallel=%v", name, parallel), func(b *testing.B) {
+				benchReserveCommit(b, stores()[name](b), parallel)
+			})
+		}
+	}
+}
