@@ -1,0 +1,132 @@
+package mount
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os/exec"
+	"sync"
+	"time"
+)
+
+// Runner runs an external command with argv semantics (no shell) and returns
+// its combined output. A command that ran and exited non-zero returns an
+// *ExitError; a command cut short by ctx returns an error wrapping ctx.Err().
+// Tests inject a scripted Runner through Options.
+type Runner interface {
+	Run(ctx context.Context, name string, args ...string) ([]byte, error)
+}
+
+// RunnerFunc adapts a function to Runner.
+type RunnerFunc func(ctx context.Context, name string, args ...string) ([]byte, error)
+
+// Run calls f(ctx, name, args...).
+func (f RunnerFunc) Run(ctx context.Context, name string, args ...string) ([]byte, error) {
+	return f(ctx, name, args...)
+}
+
+// ExitError is a command that ran and exited with a non-zero status.
+type ExitError struct {
+	// Command is the program that was run.
+	Command string
+	// Code is its exit status.
+	Code int
+	// Output is its combined stdout and stderr.
+	Output []byte
+}
+
+// Error describes the command and its exit status.
+func (e *ExitError) Error() string {
+	return fmt.Sprintf("%s exited with status %d", e.Command, e.Code)
+}
+
+// String is Error; with Exited and ExitStatus it makes *ExitError a
+// k8s.io/utils/exec.ExitError, so mount-utils' parsers understand it.
+func (e *ExitError) String() string { return e.Error() }
+
+// Exited reports true: the process ran and exited.
+func (e *ExitError) Exited() bool { return true }
+
+// ExitStatus returns Code.
+func (e *ExitError) ExitStatus() int { return e.Code }
+
+// ExecRunner returns the default Runner: os/exec with the context's
+// deadline, LC_ALL=C so output parses the same everywhere, and a grace of
+// WaitDelay for stray children holding the output pipe.
+func ExecRunner() Runner {
+	return RunnerFunc(func(ctx context.Context, name string, args ...string) ([]byte, error) {
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Env = append(cmd.Environ(), "LC_ALL=C")
+		cmd.WaitDelay = 5 * time.Second
+		out, err := cmd.CombinedOutput()
+		if ctx.Err() != nil && err != nil {
+			return out, fmt.Errorf("%s: %w", name, ctx.Err())
+		}
+		var ee *exec.ExitError
+		if errors.As(err, &ee) && ee.Exited() {
+			return out, &ExitError{Command: name, Code: ee.ExitCode(), Output: out}
+		}
+		return out, err
+	})
+}
+
+// Options configures a Mounter. The zero value is ready to use.
+type Options struct {
+	// Runner runs blkid, mkfs.*, resize2fs, xfs_growfs and mount(8) for
+	// file systems that need a mount helper. Default: ExecRunner().
+	Runner Runner
+	// Logger receives one line per state change (format, mount, unmount,
+	// cleanup of a corrupt mount). Mount options marked sensitive are
+	// never logged. Default: discard.
+	Logger *slog.Logger
+}
+
+// Mounter stages, publishes, unpublishes and unstages volumes on a node. Its
+// methods are safe for concurrent use; calls on the same target path are
+// serialized, so two concurrent publishes cannot stack two mounts.
+type Mounter struct {
+	run Runner
+	log *slog.Logger
+
+	mu    sync.Mutex
+	locks map[string]*targetLock
+}
+
+type targetLock struct {
+	sync.Mutex
+	refs int
+}
+
+// New returns a Mounter configured by opts.
+func New(opts Options) *Mounter {
+	m := &Mounter{run: opts.Runner, log: opts.Logger, locks: map[string]*targetLock{}}
+	if m.run == nil {
+		m.run = ExecRunner()
+	}
+	if m.log == nil {
+		m.log = slog.New(slog.DiscardHandler)
+	}
+	return m
+}
+
+// lock serializes calls on one target path and returns the unlock function.
+func (m *Mounter) lock(target string) func() {
+	m.mu.Lock()
+	l := m.locks[target]
+	if l == nil {
+		l = &targetLock{}
+		m.locks[target] = l
+	}
+	l.refs++
+	m.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		m.mu.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(m.locks, target)
+		}
+		m.mu.Unlock()
+	}
+}

@@ -1,0 +1,58 @@
+package mount
+
+// StageOptions describes a NodeStageVolume mount: a file system on Device,
+// formatted if blank, mounted at Target.
+type StageOptions struct {
+	// Device is the block device node to mount (e.g. /dev/loop3), or for
+	// file systems without a device the source mount(8) expects ("tmpfs",
+	// "server:/export").
+	Device string
+	// Target is the staging directory; it is created when missing.
+	Target string
+	// FSType is the file system type; default "ext4".
+	FSType string
+	// MountFlags are mount options ("noatime", "discard", "ro", ...).
+	// bind, remount and propagation options are refused.
+	MountFlags []string
+	// SensitiveMountFlags are mount options that must not be logged or
+	// appear in errors (credentials of network file systems).
+	SensitiveMountFlags []string
+	// ReadOnly mounts the file system read-only, and refuses to format a
+	// blank device.
+	ReadOnly bool
+	// FormatOptions are extra arguments to mkfs.<FSType>, placed before
+	// the device (e.g. "-b", "4096"); used only when Device is blank.
+	FormatOptions []string
+}
+
+// PublishOptions describes a NodePublishVolume mount: Source bound onto
+// Target.
+type PublishOptions struct {
+	// Source is the directory to publish, usually the staging path.
+	Source string
+	// Target is the directory the volume appears at; it is created (with
+	// missing parents) when missing.
+	Target string
+	// ReadOnly makes the bind mount read-only.
+	ReadOnly bool
+	// MountFlags are extra per-mount flags for the bind ("nosuid",
+	// "noexec", "nodev", "noatime", ...). File-system options are refused:
+	// a bind mount shares the source's file system.
+	MountFlags []string
+}
+
+// UnmountOptions tunes Unpublish and Unstage.
+type UnmountOptions struct {
+	// Lazy detaches a busy mount (MNT_DETACH) instead of failing with
+	// FailedPrecondition. Processes still using it keep their view until
+	// they let go.
+	Lazy bool
+}
+
+// ResizeOptions describes an online file system expansion.
+type ResizeOptions struct {
+	// Device is the block device holding the file system.
+	Device string
+	// Path is where the file system is mounted.
+	Path string
+}

@@ -1,0 +1,281 @@
+//go:build linux
+
+package mount
+
+import (
+	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	mountutils "k8s.io/mount-utils"
+)
+
+// fsTypePattern is what a file system type may look like: it becomes part of
+// a program name (mkfs.<type>), so no slashes.
+var fsTypePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.+-]*$`)
+
+// helperFSTypes need a mount.<type> helper program even when none is found
+// on this node's PATH; mount(8) then reports the missing helper.
+var helperFSTypes = map[string]bool{
+	"nfs": true, "nfs4": true, "cifs": true, "smb3": true, "ceph": true, "glusterfs": true, "fuse": true,
+}
+
+// Stage mounts the file system on opts.Device at opts.Target, formatting a
+// blank device first. It never formats a device that carries any file
+// system or partition table: if that is not opts.FSType it refuses with
+// codes.FailedPrecondition. It is idempotent: a retry finding the same
+// device mounted there with the same read-only setting returns nil; a
+// target mounted from another device, or read-only when it should not be,
+// gives codes.AlreadyExists. A corrupt mount at the target is unmounted and
+// replaced. A missing device gives codes.NotFound.
+func (m *Mounter) Stage(ctx context.Context, o StageOptions) error {
+	if o.FSType == "" {
+		o.FSType = "ext4"
+	}
+	if err := checkPath("staging target", o.Target); err != nil {
+		return err
+	}
+	if o.Device == "" || strings.HasPrefix(o.Device, "-") || strings.ContainsRune(o.Device, 0) {
+		return errorf(codes.InvalidArgument, nil, "device %q is empty or starts with '-'", o.Device)
+	}
+	if !fsTypePattern.MatchString(o.FSType) {
+		return errorf(codes.InvalidArgument, nil, "file system type %q is not a valid type name", o.FSType)
+	}
+	opts, err := parseOptions(append(append([]string{}, o.MountFlags...), o.SensitiveMountFlags...))
+	if err != nil {
+		return err
+	}
+	if o.ReadOnly {
+		opts.flags |= unix.MS_RDONLY
+	}
+	isBlock, rdev, err := inspectDevice(o.Device)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return ctxError(err, "stage %s", o.Target)
+	}
+	defer m.lock(o.Target)()
+	if isBlock { // two targets must not race to format one device
+		defer m.lock("device:" + o.Device)()
+	}
+
+	done, err := m.checkStaged(ctx, o, isBlock, rdev)
+	if done || err != nil {
+		return err
+	}
+	if isBlock {
+		if err := m.formatIfBlank(ctx, o); err != nil {
+			return err
+		}
+	}
+	if needsHelper(o.FSType) {
+		return m.helperMount(ctx, o)
+	}
+	if err := unix.Mount(o.Device, o.Target, o.FSType, opts.flags, opts.dataString()); err != nil {
+		code := codes.Internal
+		if errors.Is(err, unix.ENODEV) {
+			code = codes.InvalidArgument
+		}
+		return errorf(code, err, "mount %s (%s) at %s", o.Device, o.FSType, o.Target)
+	}
+	m.log.InfoContext(ctx, "staged", "device", o.Device, "target", o.Target, "fstype", o.FSType,
+		"options", o.MountFlags, "readOnly", o.ReadOnly)
+	return nil
+}
+
+// inspectDevice tells a block device from a non-path source ("tmpfs",
+// "server:/export").
+func inspectDevice(dev string) (isBlock bool, rdev uint64, err error) {
+	if !strings.HasPrefix(dev, "/") {
+		return false, 0, nil
+	}
+	if err := checkPath("device", dev); err != nil {
+		return false, 0, err
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dev, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return false, 0, errorf(codes.NotFound, err, "device %s", dev)
+		}
+		return false, 0, errorf(codes.Internal, err, "stat device %s", dev)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFBLK {
+		return false, 0, errorf(codes.InvalidArgument, nil,
+			"device %s is not a block device (attach an image file with block.AttachLoop first)", dev)
+	}
+	return true, st.Rdev, nil
+}
+
+// checkStaged looks at what is at the target already. done is true when the
+// volume is staged there as asked.
+func (m *Mounter) checkStaged(ctx context.Context, o StageOptions, isBlock bool, rdev uint64) (done bool, err error) {
+	mounted, err := m.probeTarget(ctx, o.Target)
+	if errors.Is(err, fs.ErrNotExist) {
+		if err := os.MkdirAll(o.Target, 0o750); err != nil {
+			return false, errorf(codes.Internal, err, "create staging target %s", o.Target)
+		}
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if !mounted {
+		return false, checkIsDir(o.Target)
+	}
+	same := false
+	if isBlock {
+		var stx unix.Statx_t
+		if err := unix.Statx(unix.AT_FDCWD, o.Target, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_TYPE, &stx); err != nil {
+			return false, errorf(codes.Internal, err, "statx %s", o.Target)
+		}
+		same = stx.Dev_major == unix.Major(rdev) && stx.Dev_minor == unix.Minor(rdev)
+	} else {
+		// No device number to compare: look the mount up. Only network and
+		// pseudo file systems take this path, and only when already mounted.
+		mi, err := topMount(o.Target)
+		if err != nil {
+			return false, errorf(codes.Internal, err, "look up mount at %s", o.Target)
+		}
+		same = mi.Source == o.Device && mi.FsType == o.FSType
+	}
+	if !same {
+		return false, errorf(codes.AlreadyExists, nil,
+			"staging target %s is already mounted from something other than %s", o.Target, o.Device)
+	}
+	return true, checkReadOnly(o.Target, o.ReadOnly)
+}
+
+func checkIsDir(p string) error {
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return errorf(codes.Internal, err, "inspect %s", p)
+	}
+	if !fi.IsDir() {
+		return errorf(codes.FailedPrecondition, nil, "target %s is a %s, want a directory", p, fi.Mode().Type())
+	}
+	return nil
+}
+
+func checkReadOnly(target string, want bool) error {
+	var sfs unix.Statfs_t
+	if err := unix.Statfs(target, &sfs); err != nil {
+		return errorf(codes.Internal, err, "statfs %s", target)
+	}
+	if ro := sfs.Flags&unix.ST_RDONLY != 0; ro != want {
+		return errorf(codes.AlreadyExists, nil,
+			"%s is already mounted with read-only=%t, want read-only=%t", target, ro, want)
+	}
+	return nil
+}
+
+// topMount returns the mountinfo entry of the top mount at target.
+func topMount(target string) (mountutils.MountInfo, error) {
+	infos, err := mountutils.ParseMountInfo("/proc/self/mountinfo")
+	if err != nil {
+		return mountutils.MountInfo{}, err
+	}
+	for i := len(infos) - 1; i >= 0; i-- {
+		if infos[i].MountPoint == target {
+			return infos[i], nil
+		}
+	}
+	return mountutils.MountInfo{}, errors.New("not in /proc/self/mountinfo")
+}
+
+// DiskFormat returns the file system type on device as blkid reports it
+// ("" for a blank device), through mount-utils' detection; a partition
+// table is reported as a non-empty pseudo type.
+func (m *Mounter) DiskFormat(ctx context.Context, device string) (string, error) {
+	sfm := &mountutils.SafeFormatAndMount{Exec: execAdapter{ctx: ctx, run: m.run}}
+	format, err := sfm.GetDiskFormat(device)
+	if err != nil {
+		if ctx.Err() != nil {
+			return "", ctxError(ctx.Err(), "detect format of %s", device)
+		}
+		return "", errorf(codes.Internal, err, "detect format of %s", device)
+	}
+	return format, nil
+}
+
+func (m *Mounter) formatIfBlank(ctx context.Context, o StageOptions) error {
+	format, err := m.DiskFormat(ctx, o.Device)
+	if err != nil {
+		return err
+	}
+	switch {
+	case format == o.FSType:
+		return nil
+	case format != "":
+		return errorf(codes.FailedPrecondition, nil,
+			"device %s already holds %q, want %q: refusing to format it", o.Device, format, o.FSType)
+	case o.ReadOnly:
+		return errorf(codes.FailedPrecondition, nil,
+			"device %s is blank and the volume is read-only: refusing to format it", o.Device)
+	}
+	args := append([]string{}, o.FormatOptions...)
+	if strings.HasPrefix(o.FSType, "ext") {
+		args = append([]string{"-F", "-m0"}, args...)
+	}
+	args = append(args, o.Device)
+	m.log.InfoContext(ctx, "formatting", "device", o.Device, "fstype", o.FSType, "args", args)
+	if out, err := m.run.Run(ctx, "mkfs."+o.FSType, args...); err != nil {
+		if ctx.Err() != nil {
+			return ctxError(ctx.Err(), "format %s", o.Device)
+		}
+		return errorf(codes.Internal, err, "format %s as %s: %s", o.Device, o.FSType, firstLine(out))
+	}
+	return nil
+}
+
+// needsHelper reports whether fstype is mounted through mount(8) and a
+// mount.<type> helper rather than the mount syscall.
+func needsHelper(fstype string) bool {
+	base, _, _ := strings.Cut(fstype, ".")
+	if helperFSTypes[base] || base != fstype {
+		return true
+	}
+	for _, dir := range []string{"/sbin", "/usr/sbin", "/usr/local/sbin"} {
+		if _, err := os.Stat(filepath.Join(dir, "mount."+fstype)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
+func (m *Mounter) helperMount(ctx context.Context, o StageOptions) error {
+	all := append(append([]string{}, o.MountFlags...), o.SensitiveMountFlags...)
+	if o.ReadOnly {
+		all = append(all, "ro")
+	}
+	args := []string{"-t", o.FSType}
+	if len(all) > 0 {
+		args = append(args, "-o", strings.Join(all, ","))
+	}
+	args = append(args, o.Device, o.Target)
+	if out, err := m.run.Run(ctx, "mount", args...); err != nil {
+		if ctx.Err() != nil {
+			return ctxError(ctx.Err(), "mount %s", o.Target)
+		}
+		// The output of a helper may echo options; report only a summary.
+		msg := firstLine(out)
+		if len(o.SensitiveMountFlags) > 0 {
+			msg = "(output withheld: sensitive mount options)"
+		}
+		return errorf(codes.Internal, err, "mount %s (%s) at %s: %s", o.Device, o.FSType, o.Target, msg)
+	}
+	m.log.InfoContext(ctx, "staged", "device", o.Device, "target", o.Target, "fstype", o.FSType,
+		"options", o.MountFlags, "readOnly", o.ReadOnly, "helper", true)
+	return nil
+}
+
+func firstLine(out []byte) string {
+	s, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	return s
+}
