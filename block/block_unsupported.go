@@ -56,3 +56,6 @@ func FindLoop(ctx context.Context, backingFile string) (string, bool, error) {
 
 // DetachLoop is implemented on Linux only.
 func DetachLoop(ctx context.Context, dev string) error { return unsupported() }
+
+// RefreshLoopSize is implemented on Linux only.
+func RefreshLoopSize(ctx context.Context, dev string) error { return unsupported() }

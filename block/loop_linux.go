@@ -202,12 +202,8 @@ func decodeDev(d uint64) [2]uint32 {
 // is not attached, or does not exist, is fine. If the device is still open
 // or mounted, the kernel detaches it when its last user closes it.
 func DetachLoop(ctx context.Context, dev string) error {
-	if err := checkPath("loop device", dev); err != nil {
+	if err := checkLoopPath(dev); err != nil {
 		return err
-	}
-	n, found := strings.CutPrefix(dev, "/dev/loop")
-	if _, err := strconv.ParseUint(n, 10, 31); !found || err != nil {
-		return errorf(codes.InvalidArgument, nil, "%q is not a loop device path, want /dev/loopN", dev)
 	}
 	if err := ctx.Err(); err != nil {
 		return ctxError(err, "detach %s", dev)
@@ -228,4 +224,42 @@ func DetachLoop(ctx context.Context, dev string) error {
 		return errorf(codes.FailedPrecondition, err, "loop device %s is in use", dev)
 	}
 	return errorf(codes.Internal, err, "detach %s", dev)
+}
+
+// RefreshLoopSize makes the loop device dev pick up the current size of its
+// backing file (LOOP_SET_CAPACITY), after the file was grown for a volume
+// expansion. DeviceSize reports the new size afterwards.
+func RefreshLoopSize(ctx context.Context, dev string) error {
+	if err := checkLoopPath(dev); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return ctxError(err, "refresh size of %s", dev)
+	}
+	fd, err := unix.Open(dev, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return errorf(codes.NotFound, err, "loop device %s", dev)
+	}
+	if err != nil {
+		return errorf(codes.Internal, err, "open %s", dev)
+	}
+	defer unix.Close(fd)
+	if err := unix.IoctlSetInt(fd, unix.LOOP_SET_CAPACITY, 0); err != nil {
+		if errors.Is(err, unix.ENXIO) {
+			return errorf(codes.FailedPrecondition, err, "loop device %s is not attached", dev)
+		}
+		return errorf(codes.Internal, err, "refresh size of %s", dev)
+	}
+	return nil
+}
+
+func checkLoopPath(dev string) error {
+	if err := checkPath("loop device", dev); err != nil {
+		return err
+	}
+	n, found := strings.CutPrefix(dev, "/dev/loop")
+	if _, err := strconv.ParseUint(n, 10, 31); !found || err != nil {
+		return errorf(codes.InvalidArgument, nil, "%q is not a loop device path, want /dev/loopN", dev)
+	}
+	return nil
 }

@@ -1,3 +1,5 @@
+//go:build linux
+
 package block_test
 
 import (
@@ -25,6 +27,17 @@ func TestLoopAttachFindDetach(t *testing.T) {
 	}
 	if got != size {
 		t.Fatalf("DeviceSize(%s): got %d, want %d", dev, got, size)
+	}
+
+	// Growing the backing file and refreshing grows the device.
+	if err := os.Truncate(file, 2*size); err != nil {
+		t.Fatal(err)
+	}
+	if err := block.RefreshLoopSize(ctx, dev); err != nil {
+		t.Fatalf("RefreshLoopSize: %v", err)
+	}
+	if got, err := block.DeviceSize(dev); err != nil || got != 2*size {
+		t.Fatalf("DeviceSize after growing: got %d, %v, want %d", got, err, 2*size)
 	}
 
 	found, ok, err := block.FindLoop(ctx, file)
