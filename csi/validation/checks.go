@@ -2,6 +2,7 @@ package validation
 
 import (
 	"path/filepath"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -24,10 +25,8 @@ func checkID(s string, max int, required bool) problem {
 	if len(s) > max {
 		return invalid("is %d bytes, want at most %d", len(s), max)
 	}
-	for i := 0; i < len(s); i++ {
-		if s[i] == 0 {
-			return invalid("contains a NUL byte")
-		}
+	if strings.IndexByte(s, 0) >= 0 {
+		return invalid("contains a NUL byte")
 	}
 	return passed
 }
@@ -70,10 +69,8 @@ func checkPath(p string, required bool, relative func(string, ...any) problem) p
 		}
 		return passed
 	}
-	for i := 0; i < len(p); i++ {
-		if p[i] == 0 {
-			return invalid("contains a NUL byte")
-		}
+	if strings.IndexByte(p, 0) >= 0 {
+		return invalid("contains a NUL byte")
 	}
 	if !filepath.IsAbs(p) {
 		return relative("must be an absolute path, got a relative one")
@@ -87,6 +84,9 @@ func checkPath(p string, required bool, relative func(string, ...any) problem) p
 // hasDotDot reports whether a path element of p is "..". Elements are split
 // at '/' and at the OS separator.
 func hasDotDot(p string) bool {
+	if !strings.Contains(p, "..") {
+		return false
+	}
 	start := 0
 	for i := 0; i <= len(p); i++ {
 		if i == len(p) || p[i] == '/' || p[i] == filepath.Separator {
