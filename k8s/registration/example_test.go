@@ -27,11 +27,11 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	if err := r.Listen(); err != nil {
 		fmt.Println(err)
 		return
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Serve(ctx) }() // next to the CSI server
 
