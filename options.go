@@ -1,0 +1,119 @@
+package csikit
+
+import (
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+
+	"github.com/csikit/csikit/idempotency"
+)
+
+// VolumeMode is a set of volume access types a driver supports.
+type VolumeMode uint8
+
+// Volume access types. Combine them with |.
+const (
+	// Mount volumes are presented as a mounted filesystem.
+	Mount VolumeMode = 1 << iota
+	// Block volumes are presented as a raw block device.
+	Block
+)
+
+// Expansion says how a driver expands volumes.
+type Expansion uint8
+
+// Expansion kinds, advertised as the plugin's VolumeExpansion capability
+// when the driver is a ControllerExpander or a NodeExpander.
+const (
+	// ExpansionOnline expands volumes while they are published (the default).
+	ExpansionOnline Expansion = iota
+	// ExpansionOffline expands only volumes that are not published.
+	ExpansionOffline
+)
+
+// Options configure a Server. Name and Version are required; every other
+// field has a documented default.
+type Options struct {
+	// Name is the driver name answered by GetPluginInfo: at most 63
+	// characters, a domain name (e.g. "block.vendor.example").
+	Name string
+	// Version is the vendor version; required (every CSI sidecar exits on
+	// an empty one).
+	Version string
+	// Manifest is optional opaque information returned by GetPluginInfo.
+	Manifest map[string]string
+
+	// NodeID answers NodeGetInfo for node plugins that do not implement
+	// NodeInfoer; required then.
+	NodeID string
+	// MaxVolumesPerNode is NodeGetInfo's max_volumes_per_node (0 = no limit).
+	MaxVolumesPerNode int64
+	// Topology is the node's accessible topology segment in NodeGetInfo.
+	// Setting it on a node or controller plugin advertises
+	// VOLUME_ACCESSIBILITY_CONSTRAINTS.
+	Topology map[string]string
+	// AccessibilityConstraints advertises VOLUME_ACCESSIBILITY_CONSTRAINTS
+	// without a node Topology (e.g. a controller-only plugin).
+	AccessibilityConstraints bool
+
+	// VolumeModes are the access types the driver serves (default Mount).
+	VolumeModes VolumeMode
+	// AccessModes are the access modes the driver serves. Default:
+	// SINGLE_NODE_WRITER and SINGLE_NODE_READER_ONLY, plus
+	// SINGLE_NODE_SINGLE_WRITER and SINGLE_NODE_MULTI_WRITER when
+	// SingleNodeMultiWriter is set.
+	AccessModes []csi.VolumeCapability_AccessMode_Mode
+
+	// Clone advertises CLONE_VOLUME and accepts volumes as CreateVolume
+	// content sources.
+	Clone bool
+	// ReadOnlyPublish advertises PUBLISH_READONLY.
+	ReadOnlyPublish bool
+	// ListPublishedNodes advertises LIST_VOLUMES_PUBLISHED_NODES.
+	ListPublishedNodes bool
+	// SingleNodeMultiWriter advertises SINGLE_NODE_MULTI_WRITER on the
+	// controller and node services (alpha in v1.14: needs Alpha).
+	SingleNodeMultiWriter bool
+	// VolumeMountGroup advertises the node's VOLUME_MOUNT_GROUP.
+	VolumeMountGroup bool
+	// Expansion is advertised for expanders (default ExpansionOnline).
+	Expansion Expansion
+	// Alpha opts in to alpha RPCs and capabilities of the spec. Without it
+	// they are neither advertised nor served, whatever the driver
+	// implements.
+	Alpha bool
+
+	// Logger receives one line per call and every error; nil discards.
+	// Secrets are stripped from everything it is given.
+	Logger *slog.Logger
+	// Registry, when set, gets the csi_plugin_operations_seconds histogram
+	// and the other server metrics; nil costs nothing per call.
+	Registry prometheus.Registerer
+
+	// Journal makes CreateVolume and CreateSnapshot idempotent across
+	// retries and restarts: names are reserved before the driver runs and
+	// the reserved ID reaches it through idempotency.ReservedID. Nil turns
+	// the journal off (per-volume locking stays on).
+	Journal idempotency.Journal
+	// NewID chooses IDs for journal reservations (default: random,
+	// path-safe IDs).
+	NewID func(name string) string
+	// LockKeys overrides the lock keys of some RPCs, by full method name
+	// (see idempotency.DefaultKeys); a nil function turns locking off for
+	// that RPC.
+	LockKeys map[string]idempotency.KeyFunc
+
+	// SocketMode is the unix socket's mode (default 0660).
+	SocketMode os.FileMode
+	// DrainTimeout bounds the graceful drain of in-flight calls at
+	// shutdown before they are cancelled (default 30s).
+	DrainTimeout time.Duration
+	// UnaryInterceptors run after csikit's own, just before the driver.
+	UnaryInterceptors []grpc.UnaryServerInterceptor
+	// ServerOptions are passed to grpc.NewServer after csikit's own.
+	ServerOptions []grpc.ServerOption
+}

@@ -1,0 +1,203 @@
+package csikit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+
+	"github.com/csikit/csikit/csi/endpoint"
+	"github.com/csikit/csikit/csi/validation"
+	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/metrics"
+)
+
+// DefaultDrainTimeout bounds the graceful drain at shutdown when
+// Options.DrainTimeout is zero.
+const DefaultDrainTimeout = 30 * time.Second
+
+// driverName is the spec's rule for plugin names: at most 63 characters,
+// alphanumeric at both ends, dashes, dots and alphanumerics between.
+var driverName = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9.-]{0,61}[a-zA-Z0-9])?$`)
+
+// Server serves a driver over gRPC. Create it with NewServer; serve it once
+// with ListenAndServe or Serve.
+type Server struct {
+	opts     Options
+	d        *dispatch
+	caps     Capabilities
+	served   map[string]bool // full method name → served (after alpha filtering)
+	vcfg     validation.Config
+	idem     *idempotency.Interceptor
+	metrics  *metrics.ServerMetrics
+	log      *slog.Logger
+	grpc     *grpc.Server
+	serveMu  sync.Mutex
+	serveRan bool
+}
+
+// NewServer builds a Server for driver, which implements any of this
+// package's driver interfaces (Provisioner, NodePublisher, …). It derives
+// the capabilities the server advertises and the RPCs it serves from what
+// driver implements and from opts, and returns an error when opts are
+// invalid or the driver implements nothing.
+func NewServer(driver any, opts Options) (*Server, error) {
+	if driver == nil {
+		return nil, errors.New("csikit: driver is nil")
+	}
+	if !driverName.MatchString(opts.Name) {
+		return nil, fmt.Errorf("csikit: driver name %q is not a valid CSI plugin name: at most 63 characters, alphanumeric at both ends, only alphanumerics, '-' and '.' between (e.g. block.vendor.example)", opts.Name)
+	}
+	if opts.Version == "" {
+		return nil, errors.New("csikit: Options.Version is required (CSI sidecars refuse an empty vendor_version)")
+	}
+	if opts.VolumeModes == 0 {
+		opts.VolumeModes = Mount
+	}
+	if opts.DrainTimeout <= 0 {
+		opts.DrainTimeout = DefaultDrainTimeout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	d := newDispatch(driver)
+	if !d.hasController() && !d.hasNode() && d.group == nil {
+		return nil, fmt.Errorf("csikit: driver %T implements no CSI service (a node plugin implements NodePublisher; a controller plugin at least one controller interface such as Provisioner)", driver)
+	}
+	if d.hasNode() && d.nodeInfo == nil && opts.NodeID == "" {
+		return nil, errors.New("csikit: a node plugin needs Options.NodeID or a NodeGetInfo method (NodeInfoer)")
+	}
+	s := &Server{opts: opts, d: d, log: opts.Logger}
+
+	alpha := alphaMethods()
+	s.served = d.served(&opts)
+	for m := range s.served {
+		if alpha[m] && !opts.Alpha {
+			s.served[m] = false
+		}
+	}
+	s.caps = deriveCapabilities(d, &opts, func(m string) bool { return s.served[m] })
+	s.vcfg = validationConfig(&opts, d, &s.caps)
+
+	if err := s.buildChain(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// validationConfig translates Options into the validator's terms.
+func validationConfig(o *Options, d *dispatch, caps *Capabilities) validation.Config {
+	var c validation.Config
+	if o.VolumeModes&Mount != 0 {
+		c.AccessTypes |= validation.Mount
+	}
+	if o.VolumeModes&Block != 0 {
+		c.AccessTypes |= validation.Block
+	}
+	c.AccessModes = o.AccessModes
+	if len(c.AccessModes) == 0 {
+		c.AccessModes = []csi.VolumeCapability_AccessMode_Mode{
+			csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER,
+			csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY,
+		}
+		if o.SingleNodeMultiWriter && o.Alpha {
+			c.AccessModes = append(c.AccessModes,
+				csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER,
+				csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER)
+		}
+	}
+	c.ContentSources.Snapshot = d.snap != nil
+	c.ContentSources.Volume = caps.HasController(csi.ControllerServiceCapability_RPC_CLONE_VOLUME)
+	c.StageUnstage = caps.HasNode(csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)
+	return c
+}
+
+// Capabilities returns what the server advertises. The caller must not
+// modify the returned messages.
+func (s *Server) Capabilities() Capabilities { return s.caps }
+
+// Serves reports whether the server serves the RPC with the given full
+// method name (e.g. csi.Controller_CreateVolume_FullMethodName).
+func (s *Server) Serves(fullMethod string) bool { return s.served[fullMethod] }
+
+// GRPCServer returns the underlying gRPC server, for registering further
+// services before serving.
+func (s *Server) GRPCServer() *grpc.Server { return s.grpc }
+
+// LockStats reports the per-volume locks held now and the age of the
+// oldest, for health checks and metrics.
+func (s *Server) LockStats() (held int, oldest time.Duration) {
+	st := s.idem.LockStats()
+	return st.Held, st.Oldest
+}
+
+// ListenAndServe listens on endpoint (unix:///abs/path, an absolute path,
+// or tcp://host:port) and serves until ctx ends. It then stops accepting
+// calls, waits up to Options.DrainTimeout for in-flight calls to finish,
+// cancels what remains, and removes the socket file. A stale socket left by
+// a crashed process is replaced; a socket another live process serves is an
+// error.
+func (s *Server) ListenAndServe(ctx context.Context, ep string) error {
+	lis, err := endpoint.Listen(ctx, ep, endpoint.Options{SocketMode: s.opts.SocketMode})
+	if err != nil {
+		return err
+	}
+	s.log.LogAttrs(ctx, slog.LevelInfo, "CSI driver listening",
+		slog.String("driver", s.opts.Name), slog.String("version", s.opts.Version), slog.String("endpoint", ep))
+	return s.Serve(ctx, lis)
+}
+
+// Serve serves on lis, which it closes, until ctx ends, then drains like
+// ListenAndServe. It returns nil after a shutdown caused by ctx and the
+// serving error otherwise. A Server serves once.
+func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
+	s.serveMu.Lock()
+	if s.serveRan {
+		s.serveMu.Unlock()
+		lis.Close()
+		return errors.New("csikit: Server.Serve called twice")
+	}
+	s.serveRan = true
+	s.serveMu.Unlock()
+
+	errc := make(chan error, 1)
+	go func() { errc <- s.grpc.Serve(lis) }()
+	select {
+	case err := <-errc:
+		s.grpc.Stop()
+		return err
+	case <-ctx.Done():
+	}
+	s.shutdown()
+	if err := <-errc; err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+		return err
+	}
+	return nil
+}
+
+// shutdown drains in-flight calls for at most DrainTimeout, then cancels.
+func (s *Server) shutdown() {
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	t := time.NewTimer(s.opts.DrainTimeout)
+	defer t.Stop()
+	select {
+	case <-done:
+		s.log.Info("CSI driver stopped", slog.String("driver", s.opts.Name))
+	case <-t.C:
+		s.log.Warn("CSI driver drain timed out; cancelling in-flight calls",
+			slog.String("driver", s.opts.Name), slog.Duration("drain_timeout", s.opts.DrainTimeout))
+		s.grpc.Stop()
+		<-done
+	}
+}
