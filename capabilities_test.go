@@ -3,12 +3,15 @@ package csikit_test
 import (
 	"context"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 
 	"github.com/csikit/csikit"
+	"github.com/csikit/csikit/k8s/csidriver"
 )
 
 func ctrlCaps(t *testing.T, s *served) []csi.ControllerServiceCapability_RPC_Type {
@@ -213,4 +216,44 @@ func TestProbeFromProber(t *testing.T) {
 	s := serve(t, &notReady{}, csikit.Options{})
 	_, err := s.identity().Probe(context.Background(), &csi.ProbeRequest{})
 	wantCode(t, err, codes.FailedPrecondition)
+}
+
+func TestCSIDriverFollowsCapabilities(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		driver any
+		attach bool
+	}{
+		{"no attach", &ctrlDriver{}, false},
+		{"attach", &attacher{}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv, err := csikit.NewServer(c.driver, csikit.Options{Name: "a.example", Version: "1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			obj, err := srv.CSIDriver(csidriver.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			y, err := obj.YAML()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := "attachRequired: " + strconv.FormatBool(c.attach)
+			if !strings.Contains(string(y), want) || !strings.Contains(string(y), "name: a.example") {
+				t.Errorf("CSIDriver YAML lacks %q or the name:\n%s", want, y)
+			}
+		})
+	}
+}
+
+type attacher struct{ ctrlDriver }
+
+func (*attacher) ControllerPublishVolume(context.Context, *csi.ControllerPublishVolumeRequest) (*csi.ControllerPublishVolumeResponse, error) {
+	return &csi.ControllerPublishVolumeResponse{}, nil
+}
+
+func (*attacher) ControllerUnpublishVolume(context.Context, *csi.ControllerUnpublishVolumeRequest) (*csi.ControllerUnpublishVolumeResponse, error) {
+	return &csi.ControllerUnpublishVolumeResponse{}, nil
 }

@@ -1,23 +1,20 @@
-// Command minimal is the smallest useful csikit driver: a node plugin that
-// publishes a directory per volume. It is the README's quickstart.
+// Command minimal is the README's quickstart: a node plugin that publishes a directory per volume.
 package main
 
 import (
 	"context"
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/csikit/csikit"
+	"github.com/csikit/csikit/mount"
 	"os"
 	"os/signal"
 	"path/filepath"
-
-	"github.com/container-storage-interface/spec/lib/go/csi"
-
-	"github.com/csikit/csikit"
-	"github.com/csikit/csikit/mount"
 )
 
 type driver struct{ m *mount.Mounter }
 
 func (d driver) NodePublishVolume(ctx context.Context, r *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
-	src := filepath.Join(os.TempDir(), "minimal-csi", filepath.Base(r.VolumeId)) // IDs are validated, but never trust them as paths
+	src := filepath.Join(os.TempDir(), "minimal-csi", filepath.Base(r.VolumeId)) // never trust an ID as a path
 	if err := os.MkdirAll(src, 0o750); err != nil {
 		return nil, err
 	}
@@ -32,11 +29,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	host, _ := os.Hostname()
-	srv, err := csikit.NewServer(driver{m: mount.New(mount.Options{})}, csikit.Options{
-		Name: "minimal.csikit.dev", Version: "v0.1.0", NodeID: host,
-	})
+	srv, err := csikit.NewServer(driver{mount.New(mount.Options{})}, csikit.Options{Name: "minimal.csikit.dev", Version: "v0.1.0", NodeID: host})
 	if err == nil {
-		err = srv.ListenAndServe(ctx, "unix:///tmp/minimal-csi.sock")
+		err = srv.ListenAndServe(ctx, "unix:///tmp/minimal-csi.sock") // serves until Ctrl-C, then drains
 	}
 	if err != nil {
 		panic(err)
