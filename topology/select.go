@@ -40,11 +40,22 @@ func rank(req *csi.TopologyRequirement, available []*csi.Topology) ([]candidate,
 	}
 	pref, reqs := req.GetPreferred(), req.GetRequisite()
 	out := make([]candidate, 0, len(available))
+	// Few segments: compare pairwise, no allocation. Many: index by identity.
+	var seen map[string]struct{}
+	if len(available) > 8 {
+		seen = make(map[string]struct{}, len(available))
+	}
 	for i, a := range available {
 		if a == nil {
 			return nil, status.Errorf(codes.InvalidArgument, "available[%d]: got nil topology, want a segment map", i)
 		}
-		if slices.ContainsFunc(out, func(c candidate) bool { return maps.Equal(c.t.GetSegments(), a.GetSegments()) }) {
+		if seen != nil {
+			key := canon(a)
+			if _, dup := seen[key]; dup {
+				continue
+			}
+			seen[key] = struct{}{}
+		} else if slices.ContainsFunc(out, func(c candidate) bool { return maps.Equal(c.t.GetSegments(), a.GetSegments()) }) {
 			continue
 		}
 		c := candidate{t: a, pref: firstServed(a, pref), req: firstServed(a, reqs), avail: i}
@@ -230,6 +241,20 @@ func exhausted(req *csi.TopologyRequirement, available []*csi.Topology, n int) e
 	return status.Errorf(codes.ResourceExhausted,
 		"accessibility_requirements (requisite %s, preferred %s): got %s from the backend, want %d segment(s) satisfying the requirement",
 		formatList(req.GetRequisite()), formatList(req.GetPreferred()), formatList(available), n)
+}
+
+// canon is a topology's identity: its segments, sorted, each key and value
+// followed by NUL (which valid keys and values cannot contain).
+func canon(t *csi.Topology) string {
+	seg := t.GetSegments()
+	var sb strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(seg)) {
+		sb.WriteString(k)
+		sb.WriteByte(0)
+		sb.WriteString(seg[k])
+		sb.WriteByte(0)
+	}
+	return sb.String()
 }
 
 // format renders a topology as {k=v,...} with sorted keys.

@@ -224,3 +224,21 @@ func BenchmarkSelectSingleZone(b *testing.B) {
 		}
 	}
 }
+
+// Many available segments take the indexed de-duplication path.
+func TestSelectManyDuplicates(t *testing.T) {
+	var avail []*csi.Topology
+	for i := range 30 {
+		avail = append(avail, z(fmt.Sprintf("Z%d", i%10)), &csi.Topology{Segments: map[string]string{"zone": fmt.Sprintf("Z%d", i%10)}})
+	}
+	got, err := topology.Rank(nil, avail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 20 {
+		t.Errorf("got %d distinct segments, want 20", len(got))
+	}
+	if _, err := topology.Select(nil, avail, 21); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("21 of 20 distinct: got %v, want ResourceExhausted", err)
+	}
+}
