@@ -8,22 +8,23 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 )
 
-// The checks below look at one value each and never echo it back: problems
-// name sizes, indexes and enum names only.
+// The checks below look at one value each and never echo a string of the
+// request back: problems carry field sizes, indexes, integers, enum names and
+// the code point of a banned character only.
 
 const isRequired = "is required"
 
-// checkID checks an opaque identifier: non-empty when required, at most max
-// bytes, no NUL.
-func checkID(s string, max int, required bool) problem {
+// checkID checks an opaque identifier: non-empty when required, at most
+// limit bytes, no NUL.
+func checkID(s string, limit int, required bool) problem {
 	if s == "" {
 		if required {
 			return invalid(isRequired)
 		}
 		return passed
 	}
-	if len(s) > max {
-		return invalid("is %d bytes, want at most %d", len(s), max)
+	if len(s) > limit {
+		return invalid("is %d bytes, want at most %d", len(s), limit)
 	}
 	if strings.IndexByte(s, 0) >= 0 {
 		return invalid("contains a NUL byte")
@@ -31,15 +32,15 @@ func checkID(s string, max int, required bool) problem {
 	return passed
 }
 
-// checkName checks a CO-chosen name: required, at most max bytes, valid
+// checkName checks a CO-chosen name: required, at most limit bytes, valid
 // UTF-8 and free of the control characters the spec bans (U+0000–U+0008,
 // U+000B, U+000C, U+000E–U+001F, U+007F–U+009F).
-func checkName(s string, max int) problem {
+func checkName(s string, limit int) problem {
 	if s == "" {
 		return invalid(isRequired)
 	}
-	if len(s) > max {
-		return invalid("is %d bytes, want at most %d", len(s), max)
+	if len(s) > limit {
+		return invalid("is %d bytes, want at most %d", len(s), limit)
 	}
 	for i, r := range s {
 		if r == utf8.RuneError {
@@ -209,7 +210,7 @@ func checkTopology(t *csi.TopologyRequirement) problem {
 
 // checkIDs checks a repeated ID field: non-empty when required, each element
 // a valid ID.
-func checkIDs(ids []string, max int, required bool) problem {
+func checkIDs(ids []string, limit int, required bool) problem {
 	if len(ids) == 0 {
 		if required {
 			return invalid(isRequired)
@@ -217,7 +218,7 @@ func checkIDs(ids []string, max int, required bool) problem {
 		return passed
 	}
 	for i, id := range ids {
-		if p := checkID(id, max, true); p.failed() {
+		if p := checkID(id, limit, true); p.failed() {
 			return p.at(i)
 		}
 	}

@@ -20,8 +20,10 @@
 //   - Every message has the form "<RPC>: <field> <problem>", for example
 //     "CreateVolume: name is required" or
 //     "NodePublishVolume: volume_capability.access_mode is required".
-//   - Messages never contain request values: no secrets, no mount flags, no
-//     IDs or paths — only field names, sizes and enum names.
+//   - Messages never contain a string of the request: no secrets, no mount
+//     flags, no IDs, names or paths — only field names, sizes, integers
+//     (capacities, page sizes), enum names and the code point of a banned
+//     character.
 //   - The success path does not allocate; the table is built once and never
 //     changes, so Validate is safe for concurrent use.
 //   - IDs and names are capped by the spec's general 128-byte limit (node IDs
