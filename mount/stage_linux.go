@@ -229,7 +229,7 @@ func (m *Mounter) formatIfBlank(ctx context.Context, o StageOptions) error {
 		if ctx.Err() != nil {
 			return ctxError(ctx.Err(), "format %s", o.Device)
 		}
-		return errorf(codes.Internal, err, "format %s as %s: %s", o.Device, o.FSType, firstLine(out))
+		return errorf(codes.Internal, err, "format %s as %s: %s", o.Device, o.FSType, lastLine(out))
 	}
 	return nil
 }
@@ -264,7 +264,7 @@ func (m *Mounter) helperMount(ctx context.Context, o StageOptions) error {
 			return ctxError(ctx.Err(), "mount %s", o.Target)
 		}
 		// The output of a helper may echo options; report only a summary.
-		msg := firstLine(out)
+		msg := lastLine(out)
 		if len(o.SensitiveMountFlags) > 0 {
 			msg = "(output withheld: sensitive mount options)"
 		}
@@ -275,7 +275,9 @@ func (m *Mounter) helperMount(ctx context.Context, o StageOptions) error {
 	return nil
 }
 
-func firstLine(out []byte) string {
-	s, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
-	return s
+// lastLine returns the last non-empty line of a command's output, where
+// tools put the reason they failed (the first is often a version banner).
+func lastLine(out []byte) string {
+	s := strings.TrimSpace(string(out))
+	return s[strings.LastIndexByte(s, '\n')+1:]
 }
