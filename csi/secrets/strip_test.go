@@ -142,18 +142,18 @@ func TestStripNestedRepeatedMapsAndResponses(t *testing.T) {
 		t.Fatalf("Format output is not JSON: %v\n%s", err, out)
 	}
 	for _, want := range []string{
-		`"plain":"plain"`,                                   // non-secret kept
-		`"labels":{"zone":"eu-1"}`,                          // non-secret map kept
-		`"name":"name-inner"`,                               // nested non-secret kept
-		`"name":"name-item1"`,                               // repeated non-secret kept
-		`"name":"name-mapped"`,                              // map-of-message non-secret kept
-		`"token":"` + secrets.Marker + `"`,                  // nested scalar secret
-		`"secrets":{"password":"` + secrets.Marker + `"}`,   // nested secrets map
-		`"tokens":["` + secrets.Marker + `"]`,               // repeated secret
-		`"secret_inner":{}`,                                 // secret message emptied
-		`"secrets":{"user":"` + secrets.Marker + `"}`,       // map named secrets without the option
-		`"key":"` + b64(secrets.Marker) + `"`,               // bytes secret
-		`"blobs":{"cert":"` + b64(secrets.Marker) + `"}`,    // map of bytes secret
+		`"plain":"plain"`,                                 // non-secret kept
+		`"labels":{"zone":"eu-1"}`,                        // non-secret map kept
+		`"name":"name-inner"`,                             // nested non-secret kept
+		`"name":"name-item1"`,                             // repeated non-secret kept
+		`"name":"name-mapped"`,                            // map-of-message non-secret kept
+		`"token":"` + secrets.Marker + `"`,                // nested scalar secret
+		`"secrets":{"password":"` + secrets.Marker + `"}`, // nested secrets map
+		`"tokens":["` + secrets.Marker + `"]`,             // repeated secret
+		`"secret_inner":{}`,                               // secret message emptied
+		`"secrets":{"user":"` + secrets.Marker + `"}`,     // map named secrets without the option
+		`"key":"` + b64(secrets.Marker) + `"`,             // bytes secret
+		`"blobs":{"cert":"` + b64(secrets.Marker) + `"}`,  // map of bytes secret
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("Format = %s\nwant it to contain %s", out, want)
