@@ -87,10 +87,15 @@ func (f fingerprinter) u64(v uint64) {
 	f.h.Write(b[:])
 }
 
-func (f fingerprinter) i64(v int64)     { f.u64(uint64(v)) }
-func (f fingerprinter) bytes(b []byte)  { f.u64(uint64(len(b))); f.h.Write(b) }
-func (f fingerprinter) str(s string)    { f.bytes([]byte(s)) }
-func (f fingerprinter) strs(s []string) { f.u64(uint64(len(s))); for _, x := range s { f.str(x) } }
+func (f fingerprinter) i64(v int64)    { f.u64(uint64(v)) }
+func (f fingerprinter) bytes(b []byte) { f.u64(uint64(len(b))); f.h.Write(b) }
+func (f fingerprinter) str(s string)   { f.bytes([]byte(s)) }
+func (f fingerprinter) strs(s []string) {
+	f.u64(uint64(len(s)))
+	for _, x := range s {
+		f.str(x)
+	}
+}
 
 func (f fingerprinter) strMap(m map[string]string) {
 	keys := make([]string, 0, len(m))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
@@ -66,7 +67,7 @@ func ContextWithReservedID(ctx context.Context, id string) context.Context {
 }
 
 func (i *Interceptor) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	set := lockSet{t: i.opts.Locks, method: info.FullMethod}
+	set := lockSet{t: i.opts.Locks, owner: Owner{Method: info.FullMethod, Since: time.Now()}}
 	defer set.releaseAll() // runs on panics too
 	if kf := i.keys[info.FullMethod]; kf != nil {
 		if err := set.acquire(kf(ctx, req)...); err != nil {
@@ -96,10 +97,10 @@ func (i *Interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 
 // lockSet holds the locks of one call and releases them all at its end.
 type lockSet struct {
-	t      *LockTable
-	method string
-	held   []Lock
-	buf    [6]Lock
+	t     *LockTable
+	owner Owner
+	held  []Lock
+	buf   [6]Lock
 }
 
 // acquire takes every lock or none; it answers Aborted naming the holder.
@@ -119,7 +120,7 @@ next:
 				continue next
 			}
 		}
-		if h, ok := s.t.TryLock(l.Key, l.Mode, s.method); !ok {
+		if h, ok := s.t.TryLock(l.Key, l.Mode, s.owner); !ok {
 			for _, got := range s.held[start:] {
 				s.t.Unlock(got.Key, got.Mode)
 			}

@@ -81,7 +81,7 @@ const (
 
 type entry struct {
 	method string
-	since  int64 // nanoseconds since LockTable.base (monotonic)
+	since  time.Time
 	shared int32 // number of Shared holders; 0 means Exclusive
 }
 
@@ -98,13 +98,12 @@ type shard struct {
 // NewLockTable. A LockTable is safe for concurrent use.
 type LockTable struct {
 	seed   maphash.Seed
-	base   time.Time
 	shards [numShards]shard
 }
 
 // NewLockTable returns an empty lock table.
 func NewLockTable() *LockTable {
-	t := &LockTable{seed: maphash.MakeSeed(), base: time.Now()}
+	t := &LockTable{seed: maphash.MakeSeed()}
 	for i := range t.shards {
 		t.shards[i].m = make(map[Key]entry)
 	}
@@ -115,18 +114,28 @@ func (t *LockTable) shard(k Key) *shard {
 	return &t.shards[maphash.String(t.seed, k.ID)%numShards]
 }
 
-func (t *LockTable) now() int64 { return int64(time.Since(t.base)) }
+// Owner identifies the caller of TryLock.
+type Owner struct {
+	// Method is the gRPC full method name, reported to conflicting callers.
+	Method string
+	// Since is when the owner's call started. The table reads no clock:
+	// a call taking several locks reads it once (a clock read costs about
+	// as much as the lock itself). Zero means now.
+	Since time.Time
+}
 
-// TryLock acquires key in mode for method (a gRPC full method name, kept for
-// the conflict report). It returns true on success. On failure it returns
-// false and who holds the key; it never blocks.
-func (t *LockTable) TryLock(key Key, mode Mode, method string) (Holder, bool) {
+// TryLock acquires key in mode for o. It returns true on success. On
+// failure it returns false and who holds the key, with the hold's age
+// measured up to o.Since; it never blocks.
+func (t *LockTable) TryLock(key Key, mode Mode, o Owner) (Holder, bool) {
+	if o.Since.IsZero() {
+		o.Since = time.Now()
+	}
 	s := t.shard(key)
-	now := t.now()
 	s.mu.Lock()
 	e, held := s.m[key]
 	if !held {
-		e = entry{method: method, since: now}
+		e = entry{method: o.Method, since: o.Since}
 		if mode == Shared {
 			e.shared = 1
 		}
@@ -144,7 +153,7 @@ func (t *LockTable) TryLock(key Key, mode Mode, method string) (Holder, bool) {
 		return Holder{}, true
 	}
 	s.mu.Unlock()
-	return Holder{Method: e.method, Held: time.Duration(now - e.since), Shared: int(e.shared)}, false
+	return Holder{Method: e.method, Held: max(o.Since.Sub(e.since), 0), Shared: int(e.shared)}, false
 }
 
 // Unlock releases a key acquired with TryLock in the same mode. Releasing a
@@ -172,20 +181,20 @@ func (t *LockTable) Unlock(key Key, mode Mode) {
 // costs one pass over the held keys.
 func (t *LockTable) Stats() LockStats {
 	var st LockStats
-	oldest := int64(-1)
+	var oldest time.Time
 	for i := range t.shards {
 		s := &t.shards[i]
 		s.mu.Lock()
 		st.Held += len(s.m)
 		for _, e := range s.m {
-			if oldest < 0 || e.since < oldest {
+			if oldest.IsZero() || e.since.Before(oldest) {
 				oldest = e.since
 			}
 		}
 		s.mu.Unlock()
 	}
-	if oldest >= 0 {
-		st.Oldest = time.Duration(t.now() - oldest)
+	if !oldest.IsZero() {
+		st.Oldest = max(time.Since(oldest), 0)
 	}
 	return st
 }

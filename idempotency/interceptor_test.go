@@ -1,0 +1,552 @@
+package idempotency_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/csikit/csikit/idempotency"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func newIC(t *testing.T, o idempotency.Options) *idempotency.Interceptor {
+	t.Helper()
+	ic, err := idempotency.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ic
+}
+
+// call runs req through the interceptor with handler as the driver.
+func call(ctx context.Context, ic *idempotency.Interceptor, method string, req any, h grpc.UnaryHandler) (any, error) {
+	return ic.UnaryServerInterceptor()(ctx, req, &grpc.UnaryServerInfo{FullMethod: method}, h)
+}
+
+// blocked starts a call whose driver blocks until the returned release
+// function is called; it returns once the driver is running.
+func blocked(t *testing.T, ic *idempotency.Interceptor, method string, req any, resp any) (release func() error) {
+	t.Helper()
+	running, unblock := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := call(context.Background(), ic, method, req, func(context.Context, any) (any, error) {
+			close(running)
+			<-unblock
+			return resp, nil
+		})
+		done <- err
+	}()
+	select {
+	case <-running:
+	case err := <-done:
+		t.Fatalf("first %s did not reach the driver: %v", method, err)
+	}
+	var once sync.Once
+	var err error
+	release = func() error {
+		once.Do(func() { close(unblock); err = <-done })
+		return err
+	}
+	t.Cleanup(func() { _ = release() })
+	return release
+}
+
+func okHandler(resp any) grpc.UnaryHandler {
+	return func(context.Context, any) (any, error) { return resp, nil }
+}
+
+type rpc struct {
+	method string
+	req    any
+}
+
+var (
+	mNodePublish   = csi.Node_NodePublishVolume_FullMethodName
+	mNodeUnpublish = csi.Node_NodeUnpublishVolume_FullMethodName
+	mSnap          = csi.Controller_CreateSnapshot_FullMethodName
+	mDelSnap       = csi.Controller_DeleteSnapshot_FullMethodName
+	mExpand        = csi.Controller_ControllerExpandVolume_FullMethodName
+	mPublish       = csi.Controller_ControllerPublishVolume_FullMethodName
+)
+
+func createVol(name string) *csi.CreateVolumeRequest {
+	return &csi.CreateVolumeRequest{Name: name, CapacityRange: &csi.CapacityRange{RequiredBytes: 1 << 20}}
+}
+
+func cloneVol(name, src string) *csi.CreateVolumeRequest {
+	r := createVol(name)
+	r.VolumeContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: src}}}
+	return r
+}
+
+func restoreVol(name, snap string) *csi.CreateVolumeRequest {
+	r := createVol(name)
+	r.VolumeContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: snap}}}
+	return r
+}
+
+func TestKeyRules(t *testing.T) {
+	var (
+		create      = func(n string) rpc { return rpc{mCreate, createVol(n)} }
+		del         = func(v string) rpc { return rpc{mDelete, &csi.DeleteVolumeRequest{VolumeId: v}} }
+		publish     = func(v string) rpc { return rpc{mPublish, &csi.ControllerPublishVolumeRequest{VolumeId: v, NodeId: "n"}} }
+		unpublish   = rpc{csi.Controller_ControllerUnpublishVolume_FullMethodName, &csi.ControllerUnpublishVolumeRequest{VolumeId: "v"}}
+		expand      = func(v string) rpc { return rpc{mExpand, &csi.ControllerExpandVolumeRequest{VolumeId: v}} }
+		modify      = rpc{csi.Controller_ControllerModifyVolume_FullMethodName, &csi.ControllerModifyVolumeRequest{VolumeId: "v"}}
+		stage       = rpc{csi.Node_NodeStageVolume_FullMethodName, &csi.NodeStageVolumeRequest{VolumeId: "v", StagingTargetPath: "/s"}}
+		unstage     = rpc{csi.Node_NodeUnstageVolume_FullMethodName, &csi.NodeUnstageVolumeRequest{VolumeId: "v", StagingTargetPath: "/s"}}
+		nodeExpand  = rpc{csi.Node_NodeExpandVolume_FullMethodName, &csi.NodeExpandVolumeRequest{VolumeId: "v", VolumePath: "/p"}}
+		nodePub     = func(v, p string) rpc { return rpc{mNodePublish, &csi.NodePublishVolumeRequest{VolumeId: v, TargetPath: p}} }
+		nodeUnpub   = func(v, p string) rpc { return rpc{mNodeUnpublish, &csi.NodeUnpublishVolumeRequest{VolumeId: v, TargetPath: p}} }
+		snap        = func(n, v string) rpc { return rpc{mSnap, &csi.CreateSnapshotRequest{Name: n, SourceVolumeId: v}} }
+		delSnap     = func(s string) rpc { return rpc{mDelSnap, &csi.DeleteSnapshotRequest{SnapshotId: s}} }
+		clone       = func(n, v string) rpc { return rpc{mCreate, cloneVol(n, v)} }
+		restore     = func(n, s string) rpc { return rpc{mCreate, restoreVol(n, s)} }
+		validate    = rpc{csi.Controller_ValidateVolumeCapabilities_FullMethodName, &csi.ValidateVolumeCapabilitiesRequest{VolumeId: "v"}}
+		groupSnap   = func(n string, v ...string) rpc { return rpc{csi.GroupController_CreateVolumeGroupSnapshot_FullMethodName, &csi.CreateVolumeGroupSnapshotRequest{Name: n, SourceVolumeIds: v}} }
+		delGroup    = rpc{csi.GroupController_DeleteVolumeGroupSnapshot_FullMethodName, &csi.DeleteVolumeGroupSnapshotRequest{GroupSnapshotId: "g", SnapshotIds: []string{"s1", "s2", "s1"}}}
+		conflict    = true
+		noConflict  = false
+		sourceSpace = idempotency.SpaceSourceVolume
+	)
+	cases := []struct {
+		name          string
+		first, second rpc
+		want          bool
+		space         string // the space named in the conflict message
+	}{
+		{"create same name", create("n"), create("n"), conflict, idempotency.SpaceVolumeName},
+		{"create other name", create("n"), create("m"), noConflict, ""},
+		{"delete vs publish", del("v"), publish("v"), conflict, idempotency.SpaceVolume},
+		{"publish vs publish other volume", publish("v"), publish("w"), noConflict, ""},
+		{"unpublish vs stage", unpublish, stage, conflict, idempotency.SpaceVolume},
+		{"expand vs modify", expand("v"), modify, conflict, idempotency.SpaceVolume},
+		{"stage vs unstage", stage, unstage, conflict, idempotency.SpaceVolume},
+		{"node expand vs node publish", nodeExpand, nodePub("v", "/t"), conflict, idempotency.SpaceVolume},
+		{"node publish vs unpublish", nodePub("v", "/t"), nodeUnpub("v", "/t"), conflict, idempotency.SpaceVolume},
+		{"node publish same path other volume", nodePub("v", "/t"), nodeUnpub("w", "/t"), conflict, idempotency.SpacePath},
+		{"node publish two paths", nodePub("v", "/t1"), nodePub("w", "/t2"), noConflict, ""},
+		{"two snapshots of one volume", snap("s1", "v"), snap("s2", "v"), noConflict, ""},
+		{"snapshot same name", snap("s1", "v"), snap("s1", "w"), conflict, idempotency.SpaceSnapshotName},
+		{"snapshot blocks delete of source", snap("s1", "v"), del("v"), conflict, sourceSpace},
+		{"snapshot blocks expand of source", snap("s1", "v"), expand("v"), conflict, sourceSpace},
+		{"snapshot allows publish of source", snap("s1", "v"), publish("v"), noConflict, ""},
+		{"delete blocks snapshot", del("v"), snap("s1", "v"), conflict, sourceSpace},
+		{"clone blocks delete of source", clone("n", "v"), del("v"), conflict, sourceSpace},
+		{"clone and snapshot share source", clone("n", "v"), snap("s", "v"), noConflict, ""},
+		{"restore blocks delete snapshot", restore("n", "s"), delSnap("s"), conflict, idempotency.SpaceSourceSnapshot},
+		{"delete snapshot twice", delSnap("s"), delSnap("s"), conflict, idempotency.SpaceSnapshot},
+		{"group snapshot blocks delete of member", groupSnap("g", "a", "b", "a"), del("b"), conflict, sourceSpace},
+		{"group snapshots share sources", groupSnap("g", "a", "b"), groupSnap("g2", "b"), noConflict, ""},
+		{"group delete blocks member delete", delGroup, delSnap("s2"), conflict, idempotency.SpaceSnapshot},
+		{"validate takes no lock", validate, del("v"), noConflict, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ic := newIC(t, idempotency.Options{})
+			release := blocked(t, ic, tc.first.method, tc.first.req, nil)
+			_, err := call(context.Background(), ic, tc.second.method, tc.second.req, okHandler(nil))
+			if !tc.want {
+				if err != nil {
+					t.Fatalf("second call: got %v, want success", err)
+				}
+			} else {
+				if status.Code(err) != codes.Aborted {
+					t.Fatalf("second call: got %v, want Aborted", err)
+				}
+				msg := status.Convert(err).Message()
+				if !strings.Contains(msg, tc.first.method) || !strings.HasPrefix(msg, tc.space+" ") || !strings.Contains(msg, "has held it for") {
+					t.Errorf("message: got %q, want it to name space %q, holder %s and the hold time", msg, tc.space, tc.first.method)
+				}
+			}
+			if err := release(); err != nil {
+				t.Fatal(err)
+			}
+			if st := ic.LockStats(); st.Held != 0 {
+				t.Errorf("after both calls: got %d held keys, want 0", st.Held)
+			}
+		})
+	}
+}
+
+func TestKeysOverride(t *testing.T) {
+	if _, err := idempotency.New(idempotency.Options{Keys: map[string]idempotency.KeyFunc{"CreateVolume": nil}}); err == nil {
+		t.Error("New with a short method name: got nil error, want one")
+	}
+	byNode := func(_ context.Context, req any) []idempotency.Lock {
+		r, _ := req.(*csi.ControllerPublishVolumeRequest)
+		return []idempotency.Lock{{Key: idempotency.Key{Space: "node", ID: r.GetNodeId()}}}
+	}
+	ic := newIC(t, idempotency.Options{Keys: map[string]idempotency.KeyFunc{
+		mPublish: byNode,
+		mDelete:  nil, // no locks
+	}})
+	release := blocked(t, ic, mPublish, &csi.ControllerPublishVolumeRequest{VolumeId: "v", NodeId: "n1"}, nil)
+	if _, err := call(context.Background(), ic, mPublish, &csi.ControllerPublishVolumeRequest{VolumeId: "w", NodeId: "n1"}, okHandler(nil)); status.Code(err) != codes.Aborted {
+		t.Errorf("custom key, same node: got %v, want Aborted", err)
+	}
+	if _, err := call(context.Background(), ic, mPublish, &csi.ControllerPublishVolumeRequest{VolumeId: "v", NodeId: "n2"}, okHandler(nil)); err != nil {
+		t.Errorf("custom key, other node: got %v, want success", err)
+	}
+	_ = release()
+	release = blocked(t, ic, mDelete, &csi.DeleteVolumeRequest{VolumeId: "v"}, nil)
+	if _, err := call(context.Background(), ic, mDelete, &csi.DeleteVolumeRequest{VolumeId: "v"}, okHandler(nil)); err != nil {
+		t.Errorf("locking disabled: got %v, want success", err)
+	}
+	_ = release()
+}
+
+func TestReleaseOnPanicAndCancel(t *testing.T) {
+	ic := newIC(t, idempotency.Options{Journal: idempotency.NewMemoryJournal()})
+	func() {
+		defer func() {
+			if r := recover(); r != "driver bug" {
+				t.Errorf("panic: got %v, want it to propagate", r)
+			}
+		}()
+		_, _ = call(context.Background(), ic, mCreate, createVol("n"), func(context.Context, any) (any, error) { panic("driver bug") })
+	}()
+	if st := ic.LockStats(); st.Held != 0 {
+		t.Fatalf("after panic: got %d held keys, want 0", st.Held)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var firstID string
+	errc := make(chan error, 1)
+	go func() {
+		_, err := call(ctx, ic, mCreate, createVol("c"), func(ctx context.Context, _ any) (any, error) {
+			firstID, _ = idempotency.ReservedID(ctx)
+			<-ctx.Done()
+			return nil, status.FromContextError(ctx.Err()).Err()
+		})
+		errc <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	cancel()
+	if err := <-errc; status.Code(err) != codes.Canceled {
+		t.Fatalf("canceled call: got %v, want Canceled", err)
+	}
+	if st := ic.LockStats(); st.Held != 0 {
+		t.Fatalf("after cancel: got %d held keys, want 0", st.Held)
+	}
+	// The reservation survives the cancel: the retry gets the same ID.
+	var again string
+	if _, err := call(context.Background(), ic, mCreate, createVol("c"), func(ctx context.Context, _ any) (any, error) {
+		again, _ = idempotency.ReservedID(ctx)
+		return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: again}}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if again == "" || again != firstID {
+		t.Errorf("retry after cancel: got ID %q, want %q", again, firstID)
+	}
+}
+
+// fakeDriver creates volumes and snapshots under the reserved ID and counts
+// backend objects.
+type fakeDriver struct {
+	mu      sync.Mutex
+	objects map[string]string // id → name
+	calls   atomic.Int32
+	ready   bool
+	fail    error
+}
+
+func newFakeDriver() *fakeDriver { return &fakeDriver{objects: map[string]string{}, ready: true} }
+
+func (d *fakeDriver) handler(ctx context.Context, req any) (any, error) {
+	d.calls.Add(1)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.fail != nil {
+		return nil, d.fail
+	}
+	id, ok := idempotency.ReservedID(ctx)
+	if !ok {
+		return nil, status.Error(codes.Internal, "no reserved ID")
+	}
+	switch r := req.(type) {
+	case *csi.CreateVolumeRequest:
+		d.objects[id] = r.GetName()
+		return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: id, CapacityBytes: r.GetCapacityRange().GetRequiredBytes()}}, nil
+	case *csi.CreateSnapshotRequest:
+		d.objects[id] = r.GetName()
+		return &csi.CreateSnapshotResponse{Snapshot: &csi.Snapshot{SnapshotId: id, SourceVolumeId: r.GetSourceVolumeId(), ReadyToUse: d.ready}}, nil
+	}
+	return nil, status.Error(codes.Unimplemented, "fake")
+}
+
+func (d *fakeDriver) deleteHandler(_ context.Context, req any) (any, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch r := req.(type) {
+	case *csi.DeleteVolumeRequest:
+		delete(d.objects, r.GetVolumeId())
+		return &csi.DeleteVolumeResponse{}, nil
+	case *csi.DeleteSnapshotRequest:
+		delete(d.objects, r.GetSnapshotId())
+		return &csi.DeleteSnapshotResponse{}, nil
+	}
+	return nil, status.Error(codes.Unimplemented, "fake")
+}
+
+func volID(t *testing.T, ic *idempotency.Interceptor, req *csi.CreateVolumeRequest, h grpc.UnaryHandler) string {
+	t.Helper()
+	resp, err := call(context.Background(), ic, mCreate, req, h)
+	if err != nil {
+		t.Fatalf("CreateVolume: %v", err)
+	}
+	return resp.(*csi.CreateVolumeResponse).GetVolume().GetVolumeId()
+}
+
+func TestCreateRetryDeleteFlow(t *testing.T) {
+	ctx := context.Background()
+	for storeName, open := range stores() {
+		t.Run(storeName, func(t *testing.T) {
+			d := newFakeDriver()
+			ic := newIC(t, idempotency.Options{Journal: open(t), NewID: func(name string) string { return "csi-vol-" + idempotency.RandomID(name) }})
+			id := volID(t, ic, createVol("pvc-1"), d.handler)
+			if !strings.HasPrefix(id, "csi-vol-") {
+				t.Errorf("ID: got %q, want the NewID format csi-vol-…", id)
+			}
+			// Retry: same answer, driver not called again.
+			again := volID(t, ic, createVol("pvc-1"), d.handler)
+			if again != id || d.calls.Load() != 1 {
+				t.Errorf("retry: got ID %q after %d driver calls, want %q after 1", again, d.calls.Load(), id)
+			}
+			// Same name, other parameters: AlreadyExists, driver not called.
+			other := createVol("pvc-1")
+			other.Parameters = map[string]string{"type": "fast"}
+			_, err := call(ctx, ic, mCreate, other, d.handler)
+			wantCode(t, "other parameters", err, codes.AlreadyExists)
+			if d.calls.Load() != 1 {
+				t.Errorf("driver calls: got %d, want 1", d.calls.Load())
+			}
+			// Delete releases the name; a new create gets a new ID.
+			if _, err := call(ctx, ic, mDelete, &csi.DeleteVolumeRequest{VolumeId: id}, d.deleteHandler); err != nil {
+				t.Fatal(err)
+			}
+			fresh := volID(t, ic, other, d.handler)
+			if fresh == id {
+				t.Errorf("create after delete: got the deleted ID %q, want a new one", id)
+			}
+			if len(d.objects) != 1 {
+				t.Errorf("backend objects: got %v, want 1", d.objects)
+			}
+			if st := ic.LockStats(); st.Held != 0 {
+				t.Errorf("got %d held keys, want 0", st.Held)
+			}
+		})
+	}
+}
+
+func TestRetryWhileRunningIsAborted(t *testing.T) {
+	ctx := context.Background()
+	d := newFakeDriver()
+	ic := newIC(t, idempotency.Options{Journal: idempotency.NewMemoryJournal()})
+	running, unblock := make(chan string), make(chan struct{})
+	first := make(chan string, 1)
+	go func() {
+		resp, err := call(ctx, ic, mCreate, createVol("pvc-1"), func(ctx context.Context, req any) (any, error) {
+			id, _ := idempotency.ReservedID(ctx)
+			running <- id
+			<-unblock
+			return d.handler(ctx, req)
+		})
+		if err != nil {
+			first <- "error: " + err.Error()
+			return
+		}
+		first <- resp.(*csi.CreateVolumeResponse).GetVolume().GetVolumeId()
+	}()
+	reserved := <-running
+	_, err := call(ctx, ic, mCreate, createVol("pvc-1"), d.handler)
+	wantCode(t, "retry while running", err, codes.Aborted)
+	// Delete of the reserved ID is excluded too, once the ID is known.
+	_, err = call(ctx, ic, mDelete, &csi.DeleteVolumeRequest{VolumeId: reserved}, d.deleteHandler)
+	wantCode(t, "delete while creating", err, codes.Aborted)
+	close(unblock)
+	if got := <-first; got != reserved {
+		t.Fatalf("first call: got %q, want %q", got, reserved)
+	}
+	if got := volID(t, ic, createVol("pvc-1"), d.handler); got != reserved {
+		t.Errorf("retry after completion: got %q, want %q", got, reserved)
+	}
+	if n := d.calls.Load(); n != 1 {
+		t.Errorf("driver calls: got %d, want 1", n)
+	}
+}
+
+// TestDeleteExcludesCreateOfSameName: while DeleteVolume of a committed
+// volume runs, a create of its name is Aborted (the journal links them).
+func TestDeleteExcludesCreateOfSameName(t *testing.T) {
+	ctx := context.Background()
+	d := newFakeDriver()
+	ic := newIC(t, idempotency.Options{Journal: idempotency.NewMemoryJournal()})
+	id := volID(t, ic, createVol("pvc-1"), d.handler)
+	release := blocked(t, ic, mDelete, &csi.DeleteVolumeRequest{VolumeId: id}, &csi.DeleteVolumeResponse{})
+	_, err := call(ctx, ic, mCreate, createVol("pvc-1"), d.handler)
+	wantCode(t, "create during delete", err, codes.Aborted)
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDriverErrors(t *testing.T) {
+	ctx := context.Background()
+	j := idempotency.NewMemoryJournal()
+	d := newFakeDriver()
+	ic := newIC(t, idempotency.Options{Journal: j})
+	// A refused request drops its reservation...
+	d.fail = status.Error(codes.OutOfRange, "too big")
+	_, err := call(ctx, ic, mCreate, createVol("pvc-1"), d.handler)
+	wantCode(t, "refused create", err, codes.OutOfRange)
+	if _, ok, _ := j.LookupName(ctx, idempotency.KindVolume, "pvc-1"); ok {
+		t.Error("after OutOfRange: reservation kept, want dropped")
+	}
+	// ...any other error keeps it, so the retry reuses the ID.
+	d.fail = status.Error(codes.Unavailable, "backend down")
+	_, err = call(ctx, ic, mCreate, createVol("pvc-2"), d.handler)
+	wantCode(t, "failed create", err, codes.Unavailable)
+	rec, ok, _ := j.LookupName(ctx, idempotency.KindVolume, "pvc-2")
+	if !ok || rec.Committed {
+		t.Fatalf("after Unavailable: got %+v, %v; want an uncommitted reservation", rec, ok)
+	}
+	d.fail = nil
+	if got := volID(t, ic, createVol("pvc-2"), d.handler); got != rec.ID {
+		t.Errorf("retry: got %q, want reserved %q", got, rec.ID)
+	}
+	// A driver that returns no ID is a driver bug, reported as Internal.
+	_, err = call(ctx, ic, mCreate, createVol("pvc-3"), okHandler(&csi.CreateVolumeResponse{}))
+	wantCode(t, "response without ID", err, codes.Internal)
+	// A driver that ignores the reserved ID gets its own ID recorded.
+	if _, err := call(ctx, ic, mCreate, createVol("pvc-4"), okHandler(&csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: "own-id"}})); err != nil {
+		t.Fatal(err)
+	}
+	if rec, ok, _ := j.LookupID(ctx, idempotency.KindVolume, "own-id"); !ok || rec.Name != "pvc-4" {
+		t.Errorf("driver's own ID: got %+v, %v; want bound to pvc-4", rec, ok)
+	}
+	// An empty NewID is a configuration bug.
+	bad := newIC(t, idempotency.Options{Journal: j, NewID: func(string) string { return "" }})
+	_, err = call(ctx, bad, mCreate, createVol("pvc-5"), d.handler)
+	wantCode(t, "empty NewID", err, codes.Internal)
+}
+
+func TestSnapshotReadiness(t *testing.T) {
+	ctx := context.Background()
+	d := newFakeDriver()
+	d.ready = false
+	ic := newIC(t, idempotency.Options{Journal: idempotency.NewMemoryJournal(), NewSnapshotID: func(string) string { return "csi-snap-" + idempotency.RandomID("") }})
+	req := &csi.CreateSnapshotRequest{Name: "snap-1", SourceVolumeId: "v"}
+	snapID := func() (string, bool) {
+		resp, err := call(ctx, ic, mSnap, req, d.handler)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := resp.(*csi.CreateSnapshotResponse).GetSnapshot()
+		return s.GetSnapshotId(), s.GetReadyToUse()
+	}
+	id1, ready := snapID()
+	if ready || !strings.HasPrefix(id1, "csi-snap-") {
+		t.Fatalf("first call: got %q ready=%v, want csi-snap-… not ready", id1, ready)
+	}
+	d.ready = true
+	id2, ready := snapID()
+	if id2 != id1 || !ready || d.calls.Load() != 2 {
+		t.Fatalf("poll: got %q ready=%v after %d calls, want %q ready after 2", id2, ready, d.calls.Load(), id1)
+	}
+	id3, _ := snapID()
+	if id3 != id1 || d.calls.Load() != 2 {
+		t.Errorf("retry when ready: got %q after %d calls, want %q replayed after 2", id3, d.calls.Load(), id1)
+	}
+	diff := &csi.CreateSnapshotRequest{Name: "snap-1", SourceVolumeId: "w"}
+	_, err := call(ctx, ic, mSnap, diff, d.handler)
+	wantCode(t, "same snapshot name, other source", err, codes.AlreadyExists)
+	if _, err := call(ctx, ic, mDelSnap, &csi.DeleteSnapshotRequest{SnapshotId: id1}, d.deleteHandler); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := call(ctx, ic, mSnap, diff, d.handler); err != nil {
+		t.Errorf("after DeleteSnapshot, name reusable: got %v", err)
+	}
+}
+
+// TestRetryAfterRestart: the driver's process dies after the backend object
+// was made but before commit; the restarted plugin reopens the file journal
+// and the retry reaches the driver with the same reserved ID.
+func TestRetryAfterRestart(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "journal.db")
+	d := newFakeDriver()
+	j, err := idempotency.OpenFileJournal(path, idempotency.FileJournalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ic := newIC(t, idempotency.Options{Journal: j})
+	_, err = call(ctx, ic, mCreate, createVol("pvc-1"), func(ctx context.Context, req any) (any, error) {
+		_, _ = d.handler(ctx, req) // backend object made...
+		return nil, errors.New("process killed")
+	})
+	if err == nil {
+		t.Fatal("first call: got nil error")
+	}
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j, err = idempotency.OpenFileJournal(path, idempotency.FileJournalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer j.Close()
+	ic = newIC(t, idempotency.Options{Journal: j})
+	volID(t, ic, createVol("pvc-1"), d.handler)
+	if len(d.objects) != 1 {
+		t.Errorf("backend objects after retry: got %v, want exactly 1", d.objects)
+	}
+}
+
+func TestOddInput(t *testing.T) {
+	ctx := context.Background()
+	ic := newIC(t, idempotency.Options{Journal: idempotency.NewMemoryJournal()})
+	reqs := []rpc{
+		{mCreate, nil},
+		{mCreate, (*csi.CreateVolumeRequest)(nil)},
+		{mCreate, &csi.DeleteVolumeRequest{VolumeId: "v"}}, // wrong type for the method
+		{mCreate, &csi.CreateVolumeRequest{}},            // empty name
+		{mDelete, &csi.DeleteVolumeRequest{}},
+		{mSnap, (*csi.CreateSnapshotRequest)(nil)},
+		{csi.GroupController_DeleteVolumeGroupSnapshot_FullMethodName, &csi.DeleteVolumeGroupSnapshotRequest{}},
+		{"/unknown.Service/Method", "not a proto"},
+	}
+	for _, r := range reqs {
+		called := false
+		_, err := call(ctx, ic, r.method, r.req, func(context.Context, any) (any, error) { called = true; return nil, nil })
+		if err != nil || !called {
+			t.Errorf("%s %T: got err %v, called %v; want the driver called", r.method, r.req, err, called)
+		}
+	}
+	if st := ic.LockStats(); st.Held != 0 {
+		t.Errorf("got %d held keys, want 0", st.Held)
+	}
+}
+
+func TestNoJournal(t *testing.T) {
+	ic := newIC(t, idempotency.Options{})
+	_, err := call(context.Background(), ic, mCreate, createVol("n"), func(ctx context.Context, _ any) (any, error) {
+		if id, ok := idempotency.ReservedID(ctx); ok {
+			t.Errorf("ReservedID without journal: got %q, true; want false", id)
+		}
+		return nil, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
