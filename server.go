@@ -12,11 +12,13 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/csi/endpoint"
 	"github.com/csikit/csikit/csi/validation"
 	"github.com/csikit/csikit/idempotency"
 	"github.com/csikit/csikit/metrics"
+	"github.com/csikit/csikit/topology"
 )
 
 // DefaultDrainTimeout bounds the graceful drain at shutdown when
@@ -73,6 +75,11 @@ func NewServer(driver any, opts Options) (*Server, error) {
 	}
 	if d.hasNode() && d.nodeInfo == nil && opts.NodeID == "" {
 		return nil, errors.New("csikit: a node plugin needs Options.NodeID or a NodeGetInfo method (NodeInfoer)")
+	}
+	if len(opts.Topology) > 0 {
+		if err := topology.Validate(&csi.Topology{Segments: opts.Topology}); err != nil {
+			return nil, fmt.Errorf("csikit: Options.Topology: %s", status.Convert(err).Message())
+		}
 	}
 	s := &Server{opts: opts, d: d, log: opts.Logger}
 

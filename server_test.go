@@ -190,6 +190,7 @@ func TestNewServerRejectsBadOptions(t *testing.T) {
 		{"empty version", &ctrlDriver{}, csikit.Options{Name: "a.example"}, "Version"},
 		{"implements nothing", struct{}{}, csikit.Options{Name: "a.example", Version: "1"}, "implements no CSI service"},
 		{"node without node id", &nodeDriver{}, csikit.Options{Name: "a.example", Version: "1"}, "NodeID"},
+		{"bad topology key", &nodeDriver{}, csikit.Options{Name: "a.example", Version: "1", NodeID: "n", Topology: map[string]string{"bad key!": "x"}}, "Topology"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
