@@ -16,7 +16,9 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 )
 
-type printID struct{ csi.UnimplementedIdentityServer }
+type printID struct {
+	csi.UnimplementedIdentityServer
+}
 
 func (printID) Probe(ctx context.Context, _ *csi.ProbeRequest) (*csi.ProbeResponse, error) {
 	id, _ := requestid.FromContext(ctx)
