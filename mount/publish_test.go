@@ -18,8 +18,8 @@ func TestPublishBindSameFileSystem(t *testing.T) {
 	ctx := context.Background()
 	m := mount.New(mount.Options{})
 	// Source and target on one file system: a device-number comparison
-	// (IsLikelyNotMountPoint) cannot see this bind; a wrong "not mounted"
-	// here is how RemoveAll destroys volumes.
+	// with the parent (the classic IsLikelyNotMountPoint) cannot see this
+	// bind; a wrong "not mounted" here is how RemoveAll destroys volumes.
 	root := t.TempDir()
 	src := filepath.Join(root, "staging")
 	target := filepath.Join(root, "pods", "uid", "volumes", "vol")
