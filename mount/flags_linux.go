@@ -26,7 +26,7 @@ var flagOptions = map[string]flagOption{
 	"nodiratime": {false, unix.MS_NODIRATIME}, "diratime": {true, unix.MS_NODIRATIME},
 	"relatime": {false, unix.MS_RELATIME}, "norelatime": {true, unix.MS_RELATIME},
 	"strictatime": {false, unix.MS_STRICTATIME},
-	"lazytime": {false, unix.MS_LAZYTIME}, "nolazytime": {true, unix.MS_LAZYTIME},
+	"lazytime":    {false, unix.MS_LAZYTIME}, "nolazytime": {true, unix.MS_LAZYTIME},
 	"silent": {false, unix.MS_SILENT}, "loud": {true, unix.MS_SILENT},
 }
 

@@ -182,7 +182,7 @@ func TestStageBadInput(t *testing.T) {
 		{Device: "/dev/../dev/null", Target: dir},
 		{Device: "/dev/null", Target: dir, FSType: "../../bin/sh"},
 		{Device: "/dev/null", Target: dir, MountFlags: []string{"bind"}},
-		{Device: "/dev/null", Target: dir},                 // not a block device
+		{Device: "/dev/null", Target: dir},               // not a block device
 		{Device: filepath.Join(dir, "img"), Target: dir}, // not a block device either
 	} {
 		if o.Device == filepath.Join(dir, "img") {
