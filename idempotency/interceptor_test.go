@@ -96,23 +96,31 @@ func restoreVol(name, snap string) *csi.CreateVolumeRequest {
 
 func TestKeyRules(t *testing.T) {
 	var (
-		create      = func(n string) rpc { return rpc{mCreate, createVol(n)} }
-		del         = func(v string) rpc { return rpc{mDelete, &csi.DeleteVolumeRequest{VolumeId: v}} }
-		publish     = func(v string) rpc { return rpc{mPublish, &csi.ControllerPublishVolumeRequest{VolumeId: v, NodeId: "n"}} }
-		unpublish   = rpc{csi.Controller_ControllerUnpublishVolume_FullMethodName, &csi.ControllerUnpublishVolumeRequest{VolumeId: "v"}}
-		expand      = func(v string) rpc { return rpc{mExpand, &csi.ControllerExpandVolumeRequest{VolumeId: v}} }
-		modify      = rpc{csi.Controller_ControllerModifyVolume_FullMethodName, &csi.ControllerModifyVolumeRequest{VolumeId: "v"}}
-		stage       = rpc{csi.Node_NodeStageVolume_FullMethodName, &csi.NodeStageVolumeRequest{VolumeId: "v", StagingTargetPath: "/s"}}
-		unstage     = rpc{csi.Node_NodeUnstageVolume_FullMethodName, &csi.NodeUnstageVolumeRequest{VolumeId: "v", StagingTargetPath: "/s"}}
-		nodeExpand  = rpc{csi.Node_NodeExpandVolume_FullMethodName, &csi.NodeExpandVolumeRequest{VolumeId: "v", VolumePath: "/p"}}
-		nodePub     = func(v, p string) rpc { return rpc{mNodePublish, &csi.NodePublishVolumeRequest{VolumeId: v, TargetPath: p}} }
-		nodeUnpub   = func(v, p string) rpc { return rpc{mNodeUnpublish, &csi.NodeUnpublishVolumeRequest{VolumeId: v, TargetPath: p}} }
-		snap        = func(n, v string) rpc { return rpc{mSnap, &csi.CreateSnapshotRequest{Name: n, SourceVolumeId: v}} }
-		delSnap     = func(s string) rpc { return rpc{mDelSnap, &csi.DeleteSnapshotRequest{SnapshotId: s}} }
-		clone       = func(n, v string) rpc { return rpc{mCreate, cloneVol(n, v)} }
-		restore     = func(n, s string) rpc { return rpc{mCreate, restoreVol(n, s)} }
-		validate    = rpc{csi.Controller_ValidateVolumeCapabilities_FullMethodName, &csi.ValidateVolumeCapabilitiesRequest{VolumeId: "v"}}
-		groupSnap   = func(n string, v ...string) rpc { return rpc{csi.GroupController_CreateVolumeGroupSnapshot_FullMethodName, &csi.CreateVolumeGroupSnapshotRequest{Name: n, SourceVolumeIds: v}} }
+		create  = func(n string) rpc { return rpc{mCreate, createVol(n)} }
+		del     = func(v string) rpc { return rpc{mDelete, &csi.DeleteVolumeRequest{VolumeId: v}} }
+		publish = func(v string) rpc {
+			return rpc{mPublish, &csi.ControllerPublishVolumeRequest{VolumeId: v, NodeId: "n"}}
+		}
+		unpublish  = rpc{csi.Controller_ControllerUnpublishVolume_FullMethodName, &csi.ControllerUnpublishVolumeRequest{VolumeId: "v"}}
+		expand     = func(v string) rpc { return rpc{mExpand, &csi.ControllerExpandVolumeRequest{VolumeId: v}} }
+		modify     = rpc{csi.Controller_ControllerModifyVolume_FullMethodName, &csi.ControllerModifyVolumeRequest{VolumeId: "v"}}
+		stage      = rpc{csi.Node_NodeStageVolume_FullMethodName, &csi.NodeStageVolumeRequest{VolumeId: "v", StagingTargetPath: "/s"}}
+		unstage    = rpc{csi.Node_NodeUnstageVolume_FullMethodName, &csi.NodeUnstageVolumeRequest{VolumeId: "v", StagingTargetPath: "/s"}}
+		nodeExpand = rpc{csi.Node_NodeExpandVolume_FullMethodName, &csi.NodeExpandVolumeRequest{VolumeId: "v", VolumePath: "/p"}}
+		nodePub    = func(v, p string) rpc {
+			return rpc{mNodePublish, &csi.NodePublishVolumeRequest{VolumeId: v, TargetPath: p}}
+		}
+		nodeUnpub = func(v, p string) rpc {
+			return rpc{mNodeUnpublish, &csi.NodeUnpublishVolumeRequest{VolumeId: v, TargetPath: p}}
+		}
+		snap      = func(n, v string) rpc { return rpc{mSnap, &csi.CreateSnapshotRequest{Name: n, SourceVolumeId: v}} }
+		delSnap   = func(s string) rpc { return rpc{mDelSnap, &csi.DeleteSnapshotRequest{SnapshotId: s}} }
+		clone     = func(n, v string) rpc { return rpc{mCreate, cloneVol(n, v)} }
+		restore   = func(n, s string) rpc { return rpc{mCreate, restoreVol(n, s)} }
+		validate  = rpc{csi.Controller_ValidateVolumeCapabilities_FullMethodName, &csi.ValidateVolumeCapabilitiesRequest{VolumeId: "v"}}
+		groupSnap = func(n string, v ...string) rpc {
+			return rpc{csi.GroupController_CreateVolumeGroupSnapshot_FullMethodName, &csi.CreateVolumeGroupSnapshotRequest{Name: n, SourceVolumeIds: v}}
+		}
 		delGroup    = rpc{csi.GroupController_DeleteVolumeGroupSnapshot_FullMethodName, &csi.DeleteVolumeGroupSnapshotRequest{GroupSnapshotId: "g", SnapshotIds: []string{"s1", "s2", "s1"}}}
 		conflict    = true
 		noConflict  = false
@@ -520,7 +528,7 @@ func TestOddInput(t *testing.T) {
 		{mCreate, nil},
 		{mCreate, (*csi.CreateVolumeRequest)(nil)},
 		{mCreate, &csi.DeleteVolumeRequest{VolumeId: "v"}}, // wrong type for the method
-		{mCreate, &csi.CreateVolumeRequest{}},            // empty name
+		{mCreate, &csi.CreateVolumeRequest{}},              // empty name
 		{mDelete, &csi.DeleteVolumeRequest{}},
 		{mSnap, (*csi.CreateSnapshotRequest)(nil)},
 		{csi.GroupController_DeleteVolumeGroupSnapshot_FullMethodName, &csi.DeleteVolumeGroupSnapshotRequest{}},
@@ -548,5 +556,22 @@ func TestNoJournal(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDeterministicIDExcludesDelete: with IDs derived from names, a create
+// must not run beside a delete of the ID it is about to reuse, even when
+// the delete found no journal record (so could not lock the name).
+func TestDeterministicIDExcludesDelete(t *testing.T) {
+	d := newFakeDriver()
+	ic := newIC(t, idempotency.Options{Journal: idempotency.NewMemoryJournal(), NewID: func(name string) string { return "id-" + name }})
+	release := blocked(t, ic, mDelete, &csi.DeleteVolumeRequest{VolumeId: "id-pvc-1"}, &csi.DeleteVolumeResponse{})
+	_, err := call(context.Background(), ic, mCreate, createVol("pvc-1"), d.handler)
+	wantCode(t, "create of an ID being deleted", err, codes.Aborted)
+	if err := release(); err != nil {
+		t.Fatal(err)
+	}
+	if got := volID(t, ic, createVol("pvc-1"), d.handler); got != "id-pvc-1" {
+		t.Errorf("create after delete: got %q, want id-pvc-1", got)
 	}
 }
