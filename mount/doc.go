@@ -13,7 +13,9 @@
 //     codes.InvalidArgument. Commands run with argv, never through a shell.
 //   - A device is formatted only when blkid finds nothing on it. A device
 //     holding another file system, a partition table, or a blank device
-//     staged read-only, is refused with codes.FailedPrecondition.
+//     staged read-only, is refused with codes.FailedPrecondition. An existing
+//     ext2/3/4 file system is checked with "fsck -a" before a read-write
+//     mount; errors fsck cannot correct refuse the stage the same way.
 //   - Every operation is idempotent: a retry that finds the result in place
 //     succeeds; a target holding something else gives codes.AlreadyExists
 //     and is left as it is. Mounts are never stacked: calls on one target
@@ -28,7 +30,7 @@
 //     (nfs, cifs, ceph, fuse.*, or any type with a mount.<type> program).
 //     Publish and Unpublish never read the mount table; mount-point checks
 //     cost one statx (or openat2) call however many mounts the node has.
-//   - External commands (blkid, mkfs.*, resize2fs, xfs_growfs, mount) run
+//   - External commands (blkid, fsck, mkfs.*, resize2fs, xfs_growfs, mount) run
 //     through the Runner with the call's context, so a deadline ends them.
 //   - Sensitive mount options are never logged or put into errors.
 //   - Errors carry gRPC codes (a GRPCStatus method) and unwrap to their

@@ -72,6 +72,33 @@ func TestStageScripted(t *testing.T) {
 		s := &script{reply: map[string]func([]string) ([]byte, error){"blkid": blkid("PTTYPE=dos\n", 0)}}
 		wantCode(t, newMounter(s).Stage(ctx, mount.StageOptions{Device: dev, Target: t.TempDir()}), codes.FailedPrecondition)
 	})
+	t.Run("fsck of an existing ext4", func(t *testing.T) {
+		for _, tc := range []struct {
+			code int
+			want codes.Code
+		}{
+			{1, codes.Internal}, // corrected: goes on to mount, which fails on the blank device
+			{4, codes.FailedPrecondition},
+			{8, codes.Internal}, // fsck could not run: logged, mount attempted
+		} {
+			s := &script{reply: map[string]func([]string) ([]byte, error){
+				"blkid": blkid("TYPE=ext4\n", 0),
+				"fsck": func([]string) ([]byte, error) {
+					return []byte("fsck output"), &mount.ExitError{Command: "fsck", Code: tc.code}
+				},
+			}}
+			wantCode(t, newMounter(s).Stage(ctx, mount.StageOptions{Device: dev, Target: t.TempDir()}), tc.want)
+			if !s.called("fsck -a " + dev) {
+				t.Fatalf("calls %q: want fsck -a %s", s.calls, dev)
+			}
+			// Read-only stages are not checked.
+			s.calls = nil
+			_ = newMounter(s).Stage(ctx, mount.StageOptions{Device: dev, Target: t.TempDir(), ReadOnly: true})
+			if s.called("fsck") {
+				t.Fatalf("calls %q: want no fsck for a read-only stage", s.calls)
+			}
+		}
+	})
 	t.Run("mkfs arguments and failure", func(t *testing.T) {
 		s := &script{reply: map[string]func([]string) ([]byte, error){"blkid": blkid("", 2), "mkfs.ext4": mkfsFails}}
 		err := newMounter(s).Stage(ctx, mount.StageOptions{Device: dev, Target: t.TempDir(), FormatOptions: []string{"-E", "nodiscard"}})

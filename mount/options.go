@@ -18,7 +18,8 @@ type StageOptions struct {
 	// appear in errors (credentials of network file systems).
 	SensitiveMountFlags []string
 	// ReadOnly mounts the file system read-only, and refuses to format a
-	// blank device.
+	// blank device. An existing ext2/3/4 file system is checked with
+	// "fsck -a" before a read-write mount, not before a read-only one.
 	ReadOnly bool
 	// FormatOptions are extra arguments to mkfs.<FSType>, placed before
 	// the device (e.g. "-b", "4096"); used only when Device is blank.

@@ -211,7 +211,7 @@ func (m *Mounter) formatIfBlank(ctx context.Context, o StageOptions) error {
 	}
 	switch {
 	case format == o.FSType:
-		return nil
+		return m.fsck(ctx, o)
 	case format != "":
 		return errorf(codes.FailedPrecondition, nil,
 			"device %s already holds %q, want %q: refusing to format it", o.Device, format, o.FSType)
@@ -232,6 +232,33 @@ func (m *Mounter) formatIfBlank(ctx context.Context, o StageOptions) error {
 		return errorf(codes.Internal, err, "format %s as %s: %s", o.Device, o.FSType, lastLine(out))
 	}
 	return nil
+}
+
+// fsck checks and repairs an existing ext2/3/4 file system before it is
+// mounted read-write, as kubelet's mount-utils does: corrected errors are
+// logged, errors fsck could not correct refuse the stage, and a failure to
+// run fsck at all is logged and does not block the mount.
+func (m *Mounter) fsck(ctx context.Context, o StageOptions) error {
+	if o.ReadOnly || !strings.HasPrefix(o.FSType, "ext") {
+		return nil
+	}
+	out, err := m.run.Run(ctx, "fsck", "-a", o.Device)
+	var ee *ExitError
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctxError(ctx.Err(), "fsck %s", o.Device)
+	case errors.As(err, &ee) && (ee.Code == 1 || ee.Code == 2):
+		m.log.WarnContext(ctx, "fsck corrected errors", "device", o.Device, "output", lastLine(out))
+		return nil
+	case errors.As(err, &ee) && ee.Code&4 != 0:
+		return errorf(codes.FailedPrecondition, err,
+			"file system on %s has errors fsck could not correct: repair it by hand: %s", o.Device, lastLine(out))
+	default:
+		m.log.WarnContext(ctx, "fsck failed to run; mounting anyway", "device", o.Device, "err", err)
+		return nil
+	}
 }
 
 // needsHelper reports whether fstype is mounted through mount(8) and a
