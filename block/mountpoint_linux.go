@@ -17,20 +17,41 @@ import (
 // kernels with statx STATX_ATTR_MOUNT_ROOT (5.8+) or openat2 (5.6+). It does
 // not follow a final symlink. Errors are *fs.PathError values.
 func isMountPoint(path string) (bool, error) {
+	mnt, sure, err := mountRootStatx(path)
+	if sure || err != nil {
+		return mnt, err
+	}
+	mnt, sure, err = noXdevOpenat2(path)
+	if sure || err != nil {
+		return mnt, err
+	}
+	return inMountInfo(path)
+}
+
+// mountRootStatx asks statx for STATX_ATTR_MOUNT_ROOT; sure is false on
+// kernels before 5.8, which do not report the attribute.
+func mountRootStatx(path string) (mnt, sure bool, err error) {
 	var stx unix.Statx_t
 	flags := unix.AT_SYMLINK_NOFOLLOW | unix.AT_NO_AUTOMOUNT | unix.AT_STATX_DONT_SYNC
 	if err := unix.Statx(unix.AT_FDCWD, path, flags, unix.STATX_TYPE, &stx); err != nil {
-		return false, &fs.PathError{Op: "statx", Path: path, Err: err}
+		return false, false, &fs.PathError{Op: "statx", Path: path, Err: err}
 	}
-	if stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 {
-		return stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0, nil
+	if stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT == 0 {
+		return false, false, nil
 	}
+	return stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0, true, nil
+}
+
+// noXdevOpenat2 opens path's last component relative to its parent with
+// RESOLVE_NO_XDEV: EXDEV means crossing into another mount. sure is false on
+// kernels before 5.6, which lack openat2.
+func noXdevOpenat2(path string) (mnt, sure bool, err error) {
 	if path == "/" {
-		return true, nil
+		return true, true, nil
 	}
 	dir, err := unix.Open(filepath.Dir(path), unix.O_PATH|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return false, &fs.PathError{Op: "open", Path: filepath.Dir(path), Err: err}
+		return false, false, &fs.PathError{Op: "open", Path: filepath.Dir(path), Err: err}
 	}
 	defer unix.Close(dir)
 	fd, err := unix.Openat2(dir, filepath.Base(path), &unix.OpenHow{
@@ -40,13 +61,15 @@ func isMountPoint(path string) (bool, error) {
 	switch {
 	case err == nil:
 		unix.Close(fd)
-		return false, nil
+		return false, true, nil
 	case errors.Is(err, unix.EXDEV):
-		return true, nil
-	case !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM):
-		return false, &fs.PathError{Op: "openat2", Path: path, Err: err}
+		return true, true, nil
+	case errors.Is(err, unix.ELOOP): // a final symlink is never a mount root
+		return false, true, nil
+	case errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EPERM):
+		return false, false, nil
 	}
-	return inMountInfo(path)
+	return false, false, &fs.PathError{Op: "openat2", Path: path, Err: err}
 }
 
 // inMountInfo is the slow fallback for kernels older than 5.6: it scans
