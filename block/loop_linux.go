@@ -41,7 +41,8 @@ type LoopOptions struct {
 // already attached to the same file (same device and inode number, see
 // FindLoop) that device is returned and opts are not applied again. A
 // missing backing file gives codes.NotFound; one that is not a regular file
-// codes.InvalidArgument.
+// codes.InvalidArgument. Concurrent calls for one backing file must be
+// serialized by the caller (a per-volume lock does it), or both may attach.
 func AttachLoop(ctx context.Context, backingFile string, opts LoopOptions) (string, error) {
 	if err := checkPath("backing file", backingFile); err != nil {
 		return "", err
