@@ -3,6 +3,7 @@ package idempotency
 import (
 	"fmt"
 	"hash/maphash"
+	"math"
 	"sync"
 	"time"
 )
@@ -80,17 +81,57 @@ const (
 )
 
 type entry struct {
+	key    Key
 	method string
-	since  time.Time
+	since  int64 // nanoseconds since LockTable.base, monotonic
 	shared int32 // number of Shared holders; 0 means Exclusive
 }
 
+// A shard maps the 64-bit hash of a key to its entry, so each operation
+// hashes the key once (maphash) instead of once per map access. Keys whose
+// hash slot is taken by another key (a 2⁻⁶⁴ event per pair, but possible)
+// live in the overflow map.
 type shard struct {
-	mu   sync.Mutex
-	m    map[Key]entry
-	peak int
-	_    [40]byte // keep shards on separate cache lines
+	mu       sync.Mutex
+	m        map[uint64]entry
+	overflow map[Key]entry
+	peak     int
+	_        [32]byte // keep shards on separate cache lines
 }
+
+// find returns the key's entry and whether it is in the overflow map.
+func (s *shard) find(h uint64, k Key) (e entry, held, inOverflow bool) {
+	e, held = s.m[h]
+	if held && e.key == k {
+		return e, true, false
+	}
+	if len(s.overflow) > 0 {
+		e, held = s.overflow[k]
+		return e, held, held
+	}
+	return entry{}, false, false
+}
+
+func (s *shard) store(h uint64, e entry) {
+	if prev, taken := s.m[h]; !taken || prev.key == e.key {
+		s.m[h] = e
+		return
+	}
+	if s.overflow == nil {
+		s.overflow = make(map[Key]entry)
+	}
+	s.overflow[e.key] = e
+}
+
+func (s *shard) remove(h uint64, k Key, inOverflow bool) {
+	if inOverflow {
+		delete(s.overflow, k)
+	} else {
+		delete(s.m, h)
+	}
+}
+
+func (s *shard) len() int { return len(s.m) + len(s.overflow) }
 
 // LockTable is a set of keyed try-locks. Acquiring a held key fails at once,
 // never waits, and reports the holder. Entries are deleted on release, so the
@@ -98,20 +139,22 @@ type shard struct {
 // NewLockTable. A LockTable is safe for concurrent use.
 type LockTable struct {
 	seed   maphash.Seed
+	base   time.Time // monotonic origin of entry.since
 	shards [numShards]shard
 }
 
 // NewLockTable returns an empty lock table.
 func NewLockTable() *LockTable {
-	t := &LockTable{seed: maphash.MakeSeed()}
+	t := &LockTable{seed: maphash.MakeSeed(), base: time.Now()}
 	for i := range t.shards {
-		t.shards[i].m = make(map[Key]entry)
+		t.shards[i].m = make(map[uint64]entry)
 	}
 	return t
 }
 
-func (t *LockTable) shard(k Key) *shard {
-	return &t.shards[maphash.String(t.seed, k.ID)%numShards]
+func (t *LockTable) hash(k Key) (*shard, uint64) {
+	h := maphash.String(t.seed, k.ID) ^ (maphash.String(t.seed, k.Space) * 0x9e3779b97f4a7c15)
+	return &t.shards[h%numShards], h
 }
 
 // Owner identifies the caller of TryLock.
@@ -131,46 +174,48 @@ func (t *LockTable) TryLock(key Key, mode Mode, o Owner) (Holder, bool) {
 	if o.Since.IsZero() {
 		o.Since = time.Now()
 	}
-	s := t.shard(key)
+	since := int64(o.Since.Sub(t.base))
+	s, h := t.hash(key)
 	s.mu.Lock()
-	e, held := s.m[key]
+	e, held, _ := s.find(h, key)
 	if !held {
-		e = entry{method: o.Method, since: o.Since}
+		e = entry{key: key, method: o.Method, since: since}
 		if mode == Shared {
 			e.shared = 1
 		}
-		s.m[key] = e
-		if len(s.m) > s.peak {
-			s.peak = len(s.m)
+		s.store(h, e)
+		if n := s.len(); n > s.peak {
+			s.peak = n
 		}
 		s.mu.Unlock()
 		return Holder{}, true
 	}
 	if mode == Shared && e.shared > 0 {
 		e.shared++
-		s.m[key] = e
+		s.store(h, e)
 		s.mu.Unlock()
 		return Holder{}, true
 	}
 	s.mu.Unlock()
-	return Holder{Method: e.method, Held: max(o.Since.Sub(e.since), 0), Shared: int(e.shared)}, false
+	return Holder{Method: e.method, Held: max(time.Duration(since-e.since), 0), Shared: int(e.shared)}, false
 }
 
 // Unlock releases a key acquired with TryLock in the same mode. Releasing a
 // key that is not held in that mode does nothing.
 func (t *LockTable) Unlock(key Key, mode Mode) {
-	s := t.shard(key)
+	s, h := t.hash(key)
 	s.mu.Lock()
-	e, held := s.m[key]
+	e, held, inOverflow := s.find(h, key)
 	switch {
 	case !held || (mode == Shared) != (e.shared > 0):
 	case e.shared > 1:
 		e.shared--
-		s.m[key] = e
+		s.store(h, e)
 	default:
-		delete(s.m, key)
-		if len(s.m) == 0 && s.peak > shrinkAbove {
-			s.m = make(map[Key]entry)
+		s.remove(h, key, inOverflow)
+		if s.len() == 0 && s.peak > shrinkAbove {
+			s.m = make(map[uint64]entry)
+			s.overflow = nil
 			s.peak = 0
 		}
 	}
@@ -181,20 +226,21 @@ func (t *LockTable) Unlock(key Key, mode Mode) {
 // costs one pass over the held keys.
 func (t *LockTable) Stats() LockStats {
 	var st LockStats
-	var oldest time.Time
+	oldest := int64(math.MaxInt64)
 	for i := range t.shards {
 		s := &t.shards[i]
 		s.mu.Lock()
-		st.Held += len(s.m)
+		st.Held += s.len()
 		for _, e := range s.m {
-			if oldest.IsZero() || e.since.Before(oldest) {
-				oldest = e.since
-			}
+			oldest = min(oldest, e.since)
+		}
+		for _, e := range s.overflow {
+			oldest = min(oldest, e.since)
 		}
 		s.mu.Unlock()
 	}
-	if !oldest.IsZero() {
-		st.Oldest = max(time.Since(oldest), 0)
+	if st.Held > 0 {
+		st.Oldest = max(time.Since(t.base)-time.Duration(oldest), 0)
 	}
 	return st
 }
