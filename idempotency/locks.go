@@ -112,8 +112,15 @@ func (s *shard) find(h uint64, k Key) (e entry, held, inOverflow bool) {
 	return entry{}, false, false
 }
 
+// store inserts or updates e where its key lives now: an update of a key
+// in overflow stays there even if its primary slot has since been freed.
 func (s *shard) store(h uint64, e entry) {
-	if prev, taken := s.m[h]; !taken || prev.key == e.key {
+	prev, taken := s.m[h]
+	if taken && prev.key == e.key {
+		s.m[h] = e
+		return
+	}
+	if _, inOverflow := s.overflow[e.key]; !inOverflow && !taken {
 		s.m[h] = e
 		return
 	}

@@ -28,7 +28,13 @@ func TestShardHashCollision(t *testing.T) {
 	if !held || e.method != "B" || !inOverflow {
 		t.Fatalf("b after removing a: got %+v, held %v, overflow %v", e, held, inOverflow)
 	}
-	// Re-storing a while b sits in overflow puts a back in the primary slot.
+	// Updating b (a Shared count) keeps it in overflow, not in the freed slot.
+	e.shared = 2
+	s.store(h, e)
+	if len(s.overflow) != 1 || len(s.m) != 0 || s.len() != 1 {
+		t.Fatalf("update of b: got primary %d, overflow %d; want 0, 1", len(s.m), len(s.overflow))
+	}
+	// Storing a while b sits in overflow puts a back in the primary slot.
 	s.store(h, entry{key: a, method: "A2"})
 	if e, held, _ := s.find(h, a); !held || e.method != "A2" {
 		t.Errorf("a re-stored: got %+v, %v", e, held)
