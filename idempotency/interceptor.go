@@ -67,6 +67,9 @@ func ContextWithReservedID(ctx context.Context, id string) context.Context {
 }
 
 func (i *Interceptor) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if info == nil {
+		return handler(ctx, req)
+	}
 	set := lockSet{t: i.opts.Locks, owner: Owner{Method: info.FullMethod, Since: time.Now()}}
 	defer set.releaseAll() // runs on panics too
 	if kf := i.keys[info.FullMethod]; kf != nil {

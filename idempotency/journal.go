@@ -93,8 +93,16 @@ func checkArgs(ctx context.Context, kind Kind, s string) error {
 	if s == "" {
 		return status.Error(codes.InvalidArgument, "journal: empty name or ID")
 	}
+	if len(s) > MaxKeyLen {
+		return status.Errorf(codes.InvalidArgument, "journal: name or ID of %d bytes, want at most %d", len(s), MaxKeyLen)
+	}
 	return nil
 }
+
+// MaxKeyLen is the longest name or ID a journal accepts. The CSI spec asks
+// plugins to accept 128 bytes; request validation normally rejects longer
+// ones before they get here.
+const MaxKeyLen = 4096
 
 func checkReservation(ctx context.Context, r Reservation) error {
 	if err := checkArgs(ctx, r.Kind, r.Name); err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -131,6 +132,10 @@ func TestJournalSemantics(t *testing.T) {
 			wantCode(t, "empty name", err, codes.InvalidArgument)
 			_, err = j.Reserve(ctx, res("n", "f", ""))
 			wantCode(t, "empty ID", err, codes.InvalidArgument)
+			_, err = j.Reserve(ctx, res(strings.Repeat("n", idempotency.MaxKeyLen+1), "f", "i"))
+			wantCode(t, "oversized name", err, codes.InvalidArgument)
+			_, _, err = j.LookupID(ctx, idempotency.KindVolume, strings.Repeat("i", idempotency.MaxKeyLen+1))
+			wantCode(t, "oversized ID", err, codes.InvalidArgument)
 			_, err = j.Reserve(ctx, idempotency.Reservation{Kind: 99, Name: "n", ID: "i"})
 			wantCode(t, "unknown kind", err, codes.InvalidArgument)
 			cctx, cancel := context.WithCancel(ctx)
