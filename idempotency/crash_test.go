@@ -108,7 +108,7 @@ func TestCrashDuringReserveCommit(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal.db")
 	model := map[string]crashState{} // acknowledged state per name
 	const iterations = 40
-	var ops int
+	var ops, midway int
 	for it := range iterations {
 		acked, inflight, out := runCrashChild(t, path, time.Duration(5+rand.IntN(60))*time.Millisecond)
 		for _, l := range out {
@@ -117,6 +117,7 @@ func TestCrashDuringReserveCommit(t *testing.T) {
 			}
 		}
 		ops += len(acked)
+		midway += len(inflight)
 		for _, a := range acked {
 			model[a.name] = a.after
 		}
@@ -157,9 +158,12 @@ func TestCrashDuringReserveCommit(t *testing.T) {
 		}
 	}
 	if ops < iterations {
-		t.Fatalf("children acknowledged %d operations in %d runs; the test did not exercise the store", ops, iterations)
+		t.Fatalf("children acknowledged %d operations in %d runs, want at least one per run", ops, iterations)
 	}
-	t.Logf("%d runs, %d acknowledged operations", iterations, ops)
+	if midway == 0 {
+		t.Errorf("no kill landed during an operation in %d runs; the test did not exercise crashes", iterations)
+	}
+	t.Logf("%d runs, %d acknowledged operations, %d operations cut by SIGKILL", iterations, ops, midway)
 }
 
 type crashOp struct {
@@ -167,8 +171,8 @@ type crashOp struct {
 	after crashState
 }
 
-// runCrashChild starts a child on path, kills it after delay (counted from
-// its "ready"), and returns the acknowledged operations in order, the state
+// runCrashChild starts a child on path, kills it delay after its first
+// acknowledged operation, and returns the acknowledged operations in order, the state
 // each in-flight operation would leave, and the raw lines.
 func runCrashChild(t *testing.T, path string, delay time.Duration) (acked []crashOp, inflight map[string]crashState, lines []string) {
 	t.Helper()
@@ -193,7 +197,11 @@ func runCrashChild(t *testing.T, path string, delay time.Duration) (acked []cras
 	if !sc.Scan() || sc.Text() != "ready" {
 		t.Fatalf("child did not start: %q", sc.Text())
 	}
-	timer := time.AfterFunc(delay, func() { _ = cmd.Process.Kill() }) // SIGKILL
+	// SIGKILL delay after the first acknowledged operation, so every run
+	// gets some work done even on a slow disk; a stuck child is killed
+	// after 10s.
+	kill := func() { _ = cmd.Process.Kill() }
+	timer := time.AfterFunc(10*time.Second, kill)
 	inflight = map[string]crashState{}
 	for sc.Scan() {
 		l := sc.Text()
@@ -213,6 +221,10 @@ func runCrashChild(t *testing.T, path string, delay time.Duration) (acked []cras
 		case "begin":
 			inflight[f[2]] = after
 		case "ok":
+			if len(acked) == 0 {
+				timer.Stop()
+				timer = time.AfterFunc(delay, kill)
+			}
 			delete(inflight, f[2])
 			acked = append(acked, crashOp{name: f[2], after: after})
 		}

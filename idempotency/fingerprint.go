@@ -25,6 +25,12 @@ import (
 // and secrets (they rotate, and must not leave a trace). The encoding is
 // this package's own, length-prefixed and versioned, so digests stay stable
 // across protobuf library versions.
+//
+// Equality is stricter than the spec's "compatible": a retry whose
+// accessibility requirements changed (say, a node joined the cluster between
+// attempts) gets AlreadyExists. Drivers that prefer the spec's looser rule
+// supply their own Options.Fingerprint, for example one that clears
+// AccessibilityRequirements on a copy of the request before calling this.
 func Fingerprint(req any) ([]byte, bool) {
 	f := fingerprinter{h: sha256.New()}
 	switch r := req.(type) {
