@@ -12,6 +12,7 @@ import (
 	"github.com/csikit/csikit/idempotency"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 // A driver server with per-volume locks and a crash-safe journal.
@@ -93,4 +94,30 @@ func ExampleMemoryJournal() {
 	// first: vol-a
 	// retry: vol-a
 	// other size: AlreadyExists
+}
+
+// A driver that accepts retries whose topology changed (the spec's
+// "compatible" rule) leaves accessibility requirements out of the
+// fingerprint.
+func ExampleOptions_fingerprint() {
+	ignoreTopology := func(req any) ([]byte, bool) {
+		if r, ok := req.(*csi.CreateVolumeRequest); ok {
+			c := proto.Clone(r).(*csi.CreateVolumeRequest)
+			c.AccessibilityRequirements = nil
+			req = c
+		}
+		return idempotency.Fingerprint(req)
+	}
+	a := &csi.CreateVolumeRequest{Name: "pvc-1", AccessibilityRequirements: &csi.TopologyRequirement{
+		Requisite: []*csi.Topology{{Segments: map[string]string{"zone": "a"}}}}}
+	b := &csi.CreateVolumeRequest{Name: "pvc-1", AccessibilityRequirements: &csi.TopologyRequirement{
+		Requisite: []*csi.Topology{{Segments: map[string]string{"zone": "a"}}, {Segments: map[string]string{"zone": "b"}}}}}
+	fa, _ := ignoreTopology(a)
+	fb, _ := ignoreTopology(b)
+	fmt.Println("same fingerprint:", string(fa) == string(fb))
+	_, err := idempotency.New(idempotency.Options{Journal: idempotency.NewMemoryJournal(), Fingerprint: ignoreTopology})
+	fmt.Println(err)
+	// Output:
+	// same fingerprint: true
+	// <nil>
 }
