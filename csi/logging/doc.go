@@ -1,0 +1,27 @@
+// Package logging logs gRPC calls through a *slog.Logger without ever
+// writing a secret.
+//
+// UnaryServerInterceptor writes one line per finished call, "call finished",
+// with the attributes method, request_id (when the context has one, see
+// csi/requestid), code, duration and, for failures, error. Its level comes
+// from Options.CodeToLevel (DefaultCodeToLevel: Debug for OK, Info for
+// expected outcomes such as NotFound or Aborted, Warn for rejected or failed
+// requests, Error for Internal, Unknown and DataLoss). When Debug is enabled
+// it also writes "call started" with the request, and adds the response to
+// the finished line.
+//
+// Invariants:
+//
+//   - Requests and responses are logged only through secrets.LogValue:
+//     every csi_secret field and secrets map is stripped, at any depth, and
+//     only when the record is actually written.
+//   - Error messages are passed through secrets.Redact with the request, so
+//     a secret a driver formatted into its error does not reach the log.
+//   - Nothing is built for a line the handler will not write: the interceptor
+//     asks Handler.Enabled first; a successful call with Debug disabled
+//     allocates nothing.
+//   - Records are passed to the logger's Handler directly with no source
+//     location (it would always point here); the library imports no logging
+//     package beyond log/slog. klog and logr users wrap theirs with
+//     logr.ToSlogHandler (see the examples).
+package logging

@@ -1,0 +1,111 @@
+package logging
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/csikit/csikit/csi/requestid"
+	"github.com/csikit/csikit/csi/secrets"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+)
+
+// Attribute keys and messages of the records the interceptor writes.
+const (
+	KeyMethod   = "method"
+	KeyCode     = "code"
+	KeyDuration = "duration"
+	KeyError    = "error"
+	KeyRequest  = "request"
+	KeyResponse = "response"
+
+	MsgStarted  = "call started"
+	MsgFinished = "call finished"
+)
+
+// UnaryServerInterceptor returns an interceptor that logs each call to
+// logger (see the package documentation). A nil logger logs nothing.
+func UnaryServerInterceptor(logger *slog.Logger, opts Options) grpc.UnaryServerInterceptor {
+	var h slog.Handler = slog.DiscardHandler
+	if logger != nil {
+		h = logger.Handler()
+	}
+	levelFor := opts.CodeToLevel
+	if levelFor == nil {
+		levelFor = DefaultCodeToLevel
+	}
+	// The highest level any code maps to: below it, nothing is ever written.
+	maxLevel := slog.LevelDebug
+	for c := codes.OK; c <= codes.Unauthenticated; c++ {
+		maxLevel = max(maxLevel, levelFor(c))
+	}
+	l := &callLogger{h: h, levelFor: levelFor, maxLevel: maxLevel}
+	return l.intercept
+}
+
+type callLogger struct {
+	h        slog.Handler
+	levelFor func(codes.Code) slog.Level
+	maxLevel slog.Level
+}
+
+func (l *callLogger) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if !l.h.Enabled(ctx, l.maxLevel) {
+		return handler(ctx, req)
+	}
+	start := time.Now()
+	debug := l.h.Enabled(ctx, slog.LevelDebug)
+	if debug {
+		r := l.record(ctx, start, slog.LevelDebug, MsgStarted, info.FullMethod)
+		r.AddAttrs(body(KeyRequest, req))
+		l.h.Handle(ctx, r)
+	}
+
+	resp, err := handler(ctx, req)
+
+	code := status.Code(err)
+	level := l.levelFor(code)
+	if !l.h.Enabled(ctx, level) {
+		return resp, err
+	}
+	now := time.Now()
+	r := l.record(ctx, now, level, MsgFinished, info.FullMethod)
+	r.AddAttrs(slog.String(KeyCode, code.String()), slog.Duration(KeyDuration, now.Sub(start)))
+	if err != nil {
+		msg := status.Convert(err).Message()
+		if m, ok := req.(proto.Message); ok {
+			msg = secrets.Redact(msg, m)
+		}
+		r.AddAttrs(slog.String(KeyError, msg))
+	} else if debug {
+		r.AddAttrs(body(KeyResponse, resp))
+	}
+	l.h.Handle(ctx, r)
+	return resp, err
+}
+
+// record starts a record with the method and request ID. The source
+// location is left out: it would always point at this file.
+func (l *callLogger) record(ctx context.Context, t time.Time, level slog.Level, msg, method string) slog.Record {
+	r := slog.NewRecord(t, level, msg, 0)
+	r.AddAttrs(slog.String(KeyMethod, method))
+	if id, ok := requestid.FromContext(ctx); ok {
+		r.AddAttrs(slog.String(requestid.LogKey, id))
+	}
+	return r
+}
+
+// body is a stripped, lazily formatted request or response. A value that is
+// not a proto message cannot be stripped, so only its absence is noted.
+func body(key string, v any) slog.Attr {
+	if m, ok := v.(proto.Message); ok {
+		return slog.Any(key, secrets.LogValue(m))
+	}
+	if v == nil {
+		return slog.Any(key, nil)
+	}
+	return slog.String(key, "(not a proto message; not logged)")
+}

@@ -1,0 +1,38 @@
+package logging
+
+import (
+	"log/slog"
+
+	"google.golang.org/grpc/codes"
+)
+
+// Options configures UnaryServerInterceptor. The zero value uses
+// DefaultCodeToLevel.
+type Options struct {
+	// CodeToLevel picks the level of a call's "call finished" line from its
+	// status code. Nil means DefaultCodeToLevel.
+	CodeToLevel func(codes.Code) slog.Level
+}
+
+// DefaultCodeToLevel is the level of a call's line by status code:
+//
+//	Debug  OK
+//	Info   Canceled, NotFound, AlreadyExists, Aborted, Unimplemented
+//	       (outcomes a CO routinely causes and handles)
+//	Warn   InvalidArgument, DeadlineExceeded, PermissionDenied,
+//	       ResourceExhausted, FailedPrecondition, OutOfRange, Unavailable,
+//	       Unauthenticated
+//	Error  Unknown, Internal, DataLoss and any other code
+func DefaultCodeToLevel(c codes.Code) slog.Level {
+	switch c {
+	case codes.OK:
+		return slog.LevelDebug
+	case codes.Canceled, codes.NotFound, codes.AlreadyExists, codes.Aborted, codes.Unimplemented:
+		return slog.LevelInfo
+	case codes.InvalidArgument, codes.DeadlineExceeded, codes.PermissionDenied, codes.ResourceExhausted,
+		codes.FailedPrecondition, codes.OutOfRange, codes.Unavailable, codes.Unauthenticated:
+		return slog.LevelWarn
+	default:
+		return slog.LevelError
+	}
+}
