@@ -6,6 +6,9 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
 
+	"github.com/csikit/csikit/csi/logging"
+	"github.com/csikit/csikit/csi/recovery"
+	"github.com/csikit/csikit/csi/requestid"
 	"github.com/csikit/csikit/csi/validation"
 	"github.com/csikit/csikit/idempotency"
 	"github.com/csikit/csikit/metrics"
@@ -14,21 +17,25 @@ import (
 // buildChain creates the gRPC server with csikit's interceptors, in this
 // order (outermost first):
 //
-//  1. recovery: a panic becomes codes.Internal, logged once with its stack
-//     and counted; the server keeps serving.
+//  1. recovery, a safety net for csikit's own interceptors.
 //  2. request ID: taken from incoming metadata or generated, in ctx.
 //  3. logging: one line per call, secrets stripped, built only when logged.
 //  4. metrics (when Options.Registry is set): latency, codes, in-flight.
-//  5. gate: Unimplemented for every RPC the server does not serve.
-//  6. validation: InvalidArgument & co. before the driver sees a request.
-//  7. locks and journal (idempotency): Aborted while another call holds
+//  5. recovery: a panic in the driver (or below) becomes codes.Internal,
+//     logged once with its stack and request ID, and counted; logging and
+//     metrics above see it as the Internal error it became. The server
+//     keeps serving.
+//  6. gate: Unimplemented for every RPC the server does not serve.
+//  7. validation: InvalidArgument & co. before the driver sees a request.
+//  8. locks and journal (idempotency): Aborted while another call holds
 //     the same volume, name or snapshot; names reserved before CreateVolume
-//     and CreateSnapshot run.
-//  8. Options.UnaryInterceptors, then the driver.
+//     and CreateSnapshot run. Locks are released on every return path,
+//     panics included.
+//  9. Options.UnaryInterceptors, then the driver.
 func (s *Server) buildChain() error {
 	o := &s.opts
-	var onPanic []func(ctx context.Context, method string, p any)
 	var chain []grpc.UnaryServerInterceptor
+	var onPanic func(ctx context.Context, method string, p any)
 
 	if o.Registry != nil {
 		s.metrics = metrics.NewServerMetrics(metrics.ServerOptions{
@@ -39,14 +46,18 @@ func (s *Server) buildChain() error {
 			return err
 		}
 		m := s.metrics
-		onPanic = append(onPanic, func(_ context.Context, method string, _ any) { m.PanicRecovered(method) })
+		onPanic = func(_ context.Context, method string, _ any) { m.PanicRecovered(method) }
 	}
-	// TODO(integrator): recovery, request ID and logging land with csi/{recovery,requestid,logging}.
-	_ = onPanic
+	recover := recovery.UnaryServerInterceptor(recovery.Options{Logger: s.log, OnPanic: onPanic})
+	chain = append(chain,
+		recover,
+		requestid.UnaryServerInterceptor(),
+		logging.UnaryServerInterceptor(s.log, logging.Options{}),
+	)
 	if s.metrics != nil {
 		chain = append(chain, s.metrics.UnaryServerInterceptor())
 	}
-	chain = append(chain, s.gate, validation.UnaryServerInterceptor(s.vcfg))
+	chain = append(chain, recover, s.gate, validation.UnaryServerInterceptor(s.vcfg))
 	idem, err := idempotency.New(idempotency.Options{
 		Journal: o.Journal,
 		NewID:   o.NewID,

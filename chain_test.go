@@ -99,8 +99,17 @@ func TestPanicBecomesInternalAndServerKeepsServing(t *testing.T) {
 	// The same name (now free again) can be retried: the panic released its lock.
 	_, err = s.controller().CreateVolume(context.Background(), newCreate("boom"))
 	wantCode(t, err, codes.Internal)
-	if n := strings.Count(logs.String(), "goroutine "); n != 2 {
-		t.Errorf("stacks logged: got %d, want one per panic (2)", n)
+	out := logs.String()
+	if n := strings.Count(out, `"msg":"panic recovered"`); n != 2 {
+		t.Errorf("panics logged: got %d, want one per panic (2):\n%s", n, out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "panic recovered") && !strings.Contains(line, `"request_id"`) {
+			t.Errorf("panic line without a request ID: %s", line)
+		}
+	}
+	if n := strings.Count(out, `"code":"Internal"`); n != 2 {
+		t.Errorf("call lines with code Internal: got %d, want 2 (the call is logged like any error):\n%s", n, out)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/csi/endpoint"
+	"github.com/csikit/csikit/csi/requestid"
 	"github.com/csikit/csikit/csi/validation"
 	"github.com/csikit/csikit/idempotency"
 	"github.com/csikit/csikit/metrics"
@@ -81,6 +82,9 @@ func NewServer(driver any, opts Options) (*Server, error) {
 			return nil, fmt.Errorf("csikit: Options.Topology: %s", status.Convert(err).Message())
 		}
 	}
+	// Every line logged with a call's context carries its request ID,
+	// also the driver's own lines when it logs through *Context methods.
+	opts.Logger = slog.New(requestid.NewHandler(opts.Logger.Handler()))
 	s := &Server{opts: opts, d: d, log: opts.Logger}
 
 	alpha := alphaMethods()
