@@ -202,10 +202,9 @@ func TestPanicValues(t *testing.T) {
 		"error":         {func(*csi.NodeStageVolumeRequest) any { return fmt.Errorf("wrapped %s", secret) }, "wrapped ***stripped***"},
 		"proto message": {func(r *csi.NodeStageVolumeRequest) any { return r }, "vol-from-request"},
 		"runtime error": {func(r *csi.NodeStageVolumeRequest) any {
-			var m map[string]int
-			m["x"] = 1 // panics itself, before returning
-			return nil
-		}, "assignment to entry in nil map"},
+			var s []int
+			return s[len(r.GetVolumeId())] // panics itself, before returning
+		}, "index out of range"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var logs syncBuffer
