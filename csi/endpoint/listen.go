@@ -72,6 +72,12 @@ func listenUnix(ctx context.Context, path string, opts Options) (net.Listener, e
 		opts.DialTimeout = DefaultDialTimeout
 	}
 	dir := filepath.Dir(path)
+	// The socket is first bound at dir/.sNNNNNNNNNN/s (see below).
+	if n := len(dir) + len("/.s4294967295/s"); n > maxPath {
+		return nil, &codedError{code: codes.InvalidArgument, msg: fmt.Sprintf(
+			"endpoint: socket directory %s is too long: the temporary socket inside it needs %d bytes, want at most %d",
+			dir, n, maxPath)}
+	}
 	if err := os.MkdirAll(dir, opts.DirMode); err != nil {
 		return nil, wrap(codes.FailedPrecondition, "endpoint: creating socket directory "+dir, err)
 	}
@@ -88,11 +94,6 @@ func listenUnix(ctx context.Context, path string, opts Options) (net.Listener, e
 	}
 	defer os.Remove(tmpDir)
 	tmp := filepath.Join(tmpDir, "s")
-	if len(tmp) > maxPath {
-		return nil, &codedError{code: codes.InvalidArgument, msg: fmt.Sprintf(
-			"endpoint: unix socket path %s leaves too little room for the temporary socket %s (%d bytes, want at most %d); use a shorter directory",
-			path, tmp, len(tmp), maxPath)}
-	}
 	var lc net.ListenConfig
 	l, err := lc.Listen(ctx, "unix", tmp)
 	if err != nil {

@@ -226,10 +226,19 @@ func TestListenRefusesNonSocket(t *testing.T) {
 }
 
 func TestListenPathTooLong(t *testing.T) {
-	path := "/" + strings.Repeat("x", 200) + "/csi.sock"
-	_, err := endpoint.Listen(t.Context(), path, endpoint.Options{})
-	if got := status.Code(err); got != codes.InvalidArgument {
-		t.Fatalf("Listen on a %d-byte path: got %v (%v), want InvalidArgument", len(path), got, err)
+	for _, path := range []string{
+		"/" + strings.Repeat("x", 200) + "/csi.sock",
+		// Short enough to bind, but the temporary socket inside its
+		// directory would not be: refused before anything is touched.
+		"/" + strings.Repeat("x", 94) + "/s",
+	} {
+		_, err := endpoint.Listen(t.Context(), path, endpoint.Options{})
+		if got := status.Code(err); got != codes.InvalidArgument {
+			t.Errorf("Listen on a %d-byte path: got %v (%v), want InvalidArgument", len(path), got, err)
+		}
+		if _, err := os.Lstat(filepath.Dir(path)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("Listen on a too long path created %s", filepath.Dir(path))
+		}
 	}
 }
 
