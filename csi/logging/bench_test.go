@@ -163,3 +163,24 @@ func BenchmarkCreateVolume(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkChainDirect: the three interceptors csikit chains (requestid,
+// logging at Info, recovery) around a no-op handler, without a network:
+// their whole cost per successful call.
+func BenchmarkChainDirect(b *testing.B) {
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	rid := requestid.UnaryServerInterceptor()
+	lg := logging.UnaryServerInterceptor(logger, logging.Options{})
+	rec := recovery.UnaryServerInterceptor(recovery.Options{Logger: logger})
+	info := &grpc.UnaryServerInfo{FullMethod: "/csi.v1.Identity/Probe"}
+	resp := &csi.ProbeResponse{}
+	final := func(context.Context, any) (any, error) { return resp, nil }
+	inner := func(ctx context.Context, req any) (any, error) { return rec(ctx, req, info, final) }
+	middle := func(ctx context.Context, req any) (any, error) { return lg(ctx, req, info, inner) }
+	ctx := context.Background()
+	req := &csi.ProbeRequest{}
+	b.ReportAllocs()
+	for b.Loop() {
+		rid(ctx, req, info, middle)
+	}
+}
