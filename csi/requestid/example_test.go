@@ -64,3 +64,14 @@ func ExampleNewHandler() {
 	// Output:
 	// level=INFO msg="staging volume" volume_id=vol-1 request_id=trace-42
 }
+
+func ExampleFromContext() {
+	ctx := requestid.NewContext(context.Background(), "trace-42")
+	id, ok := requestid.FromContext(ctx)
+	fmt.Println(id, ok)
+	_, ok = requestid.FromContext(context.Background())
+	fmt.Println(ok)
+	// Output:
+	// trace-42 true
+	// false
+}

@@ -47,3 +47,19 @@ func ExampleLogValue() {
 	// Output:
 	// {"level":"DEBUG","msg":"DeleteVolume","request":{"volume_id":"vol-1","secrets":{"token":"***stripped***"}}}
 }
+
+func ExampleRedact() {
+	req := &csi.NodePublishVolumeRequest{VolumeId: "vol-1", Secrets: map[string]string{"token": "hunter2"}}
+	// A driver error that quoted a secret, about to be logged:
+	msg := "mount -o token=hunter2 failed for vol-1"
+	fmt.Println(secrets.Redact(msg, req))
+	// Output:
+	// mount -o token=***stripped*** failed for vol-1
+}
+
+func ExampleIsSecret() {
+	fields := (&csi.CreateVolumeRequest{}).ProtoReflect().Descriptor().Fields()
+	fmt.Println(secrets.IsSecret(fields.ByName("secrets")), secrets.IsSecret(fields.ByName("parameters")))
+	// Output:
+	// true false
+}
