@@ -14,20 +14,20 @@ import (
 
 // Metric names exported by ServerMetrics.
 const (
-	OperationsSecondsName  = "csi_plugin_operations_seconds"
-	InflightRequestsName   = "csi_plugin_inflight_requests"
-	PanicsRecoveredName    = "csi_plugin_panics_recovered_total"
-	VolumeLocksHeldName    = "csi_plugin_volume_locks_held"
-	VolumeLockOldestName   = "csi_plugin_volume_lock_oldest_seconds"
-	labelDriver            = "driver_name"
-	labelMethod            = "method_name"
-	labelCode              = "grpc_status_code"
-	numCodes               = int(codes.Unauthenticated) + 1
-	operationsSecondsHelp  = "Container Storage Interface operation duration with gRPC error code status total"
-	inflightRequestsHelp   = "CSI requests being served, by gRPC method."
-	panicsRecoveredHelp    = "Panics recovered in CSI request handlers, by gRPC method."
-	volumeLocksHeldHelp    = "Volume, name and snapshot locks currently held."
-	volumeLockOldestHelp   = "Age in seconds of the oldest volume lock currently held (0 when none is held)."
+	OperationsSecondsName = "csi_plugin_operations_seconds"
+	InflightRequestsName  = "csi_plugin_inflight_requests"
+	PanicsRecoveredName   = "csi_plugin_panics_recovered_total"
+	VolumeLocksHeldName   = "csi_plugin_volume_locks_held"
+	VolumeLockOldestName  = "csi_plugin_volume_lock_oldest_seconds"
+	labelDriver           = "driver_name"
+	labelMethod           = "method_name"
+	labelCode             = "grpc_status_code"
+	numCodes              = int(codes.Unauthenticated) + 1
+	operationsSecondsHelp = "Container Storage Interface operation duration with gRPC error code status total"
+	inflightRequestsHelp  = "CSI requests being served, by gRPC method."
+	panicsRecoveredHelp   = "Panics recovered in CSI request handlers, by gRPC method."
+	volumeLocksHeldHelp   = "Volume, name and snapshot locks currently held."
+	volumeLockOldestHelp  = "Age in seconds of the oldest volume lock currently held (0 when none is held)."
 )
 
 // ServerMetrics is a prometheus.Collector for the gRPC side of a CSI
