@@ -1,0 +1,64 @@
+package csikit_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+
+	"github.com/csikit/csikit"
+	"github.com/csikit/csikit/idempotency"
+)
+
+// volumes is a toy controller: it implements only Provisioner.
+type volumes struct{}
+
+func (volumes) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+	id, _ := idempotency.ReservedID(ctx) // the journal's ID: retries get the same one
+	return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: id, CapacityBytes: r.GetCapacityRange().GetRequiredBytes()}}, nil
+}
+
+func (volumes) DeleteVolume(context.Context, *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
+	return &csi.DeleteVolumeResponse{}, nil
+}
+
+// NewServer derives what the server advertises from what the driver
+// implements: a Provisioner is a controller with CREATE_DELETE_VOLUME,
+// and Options.Clone adds CLONE_VOLUME.
+func ExampleNewServer() {
+	srv, err := csikit.NewServer(volumes{}, csikit.Options{
+		Name:    "toy.vendor.example",
+		Version: "v1.0.0",
+		Clone:   true,
+		Logger:  slog.New(slog.NewTextHandler(os.Stderr, nil)),
+		Journal: idempotency.NewMemoryJournal(), // use OpenFileJournal to survive restarts
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	caps := srv.Capabilities()
+	for _, c := range caps.Plugin {
+		fmt.Println("plugin:", c.GetService().GetType())
+	}
+	for _, c := range caps.Controller {
+		fmt.Println("controller:", c.GetRpc().GetType())
+	}
+	fmt.Println("serves NodePublishVolume:", srv.Serves(csi.Node_NodePublishVolume_FullMethodName))
+	// A real main would now block in srv.ListenAndServe(ctx, "unix:///csi/csi.sock").
+
+	// Output:
+	// plugin: CONTROLLER_SERVICE
+	// controller: CREATE_DELETE_VOLUME
+	// controller: CLONE_VOLUME
+	// serves NodePublishVolume: false
+}
+
+// A driver name must follow the spec's rules; NewServer says what is wrong.
+func ExampleNewServer_invalidName() {
+	_, err := csikit.NewServer(volumes{}, csikit.Options{Name: "My_Driver", Version: "1"})
+	fmt.Println(err != nil)
+	// Output: true
+}
