@@ -15,16 +15,18 @@ type HealthCheck uint
 // The conditions PathHealth detects, with the entry each one reports.
 const (
 	// CheckExists reports INACCESSIBLE "PathMissing" when the path does not
-	// exist and INACCESSIBLE "PathError" when it cannot be examined (EIO,
-	// a dead FUSE daemon's ENOTCONN, a stale NFS handle, …).
+	// exist and INACCESSIBLE "PathError" when it or its filesystem cannot
+	// be examined (EIO from a shut-down filesystem, a dead FUSE daemon's
+	// ENOTCONN, a stale NFS handle, …).
 	CheckExists HealthCheck = 1 << iota
 	// CheckMounted reports INACCESSIBLE "NotMounted" when a directory is
 	// not a mount point, or when a regular file has no device bound on it.
 	CheckMounted
-	// CheckWritable reports DEGRADED "FilesystemReadOnly" when the
-	// filesystem's superblock is read-only under a read-write mount: the
-	// kernel's errors=remount-ro reaction to corruption or I/O errors. A
-	// volume mounted read-only on purpose is not reported.
+	// CheckWritable reports DEGRADED "FilesystemReadOnly" when the kernel
+	// made the filesystem read-only under a read-write mount: its
+	// errors=remount-ro reaction to corruption or I/O errors (superblock
+	// "ro", or ext4's "emergency_ro"). A volume mounted read-only on
+	// purpose is not reported. Costs one read of /proc/self/mountinfo.
 	CheckWritable
 	// CheckDevice reports INACCESSIBLE "DeviceGone" when the block device
 	// behind the path (the device node of a raw block volume, or the device

@@ -75,6 +75,12 @@ func dirHealth(path string, stx *unix.Statx_t, checks HealthCheck) ([]*entry, er
 			out = append(out, Inaccessible(ReasonDeviceGone, fmt.Sprintf("%q: its device %d:%d is gone", path, stx.Dev_major, stx.Dev_minor)))
 		}
 	}
+	if checks&(CheckExists|CheckDevice) != 0 {
+		var st unix.Statfs_t
+		if err := unix.Statfs(path, &st); err != nil { // e.g. EIO from a shut-down XFS
+			return append(out, Inaccessible(ReasonPathError, fmt.Sprintf("%q: statfs: %v", path, err))), nil
+		}
+	}
 	if checks&CheckWritable != 0 {
 		ro, err := superblockReadOnly(path, stx)
 		if err != nil {
@@ -100,17 +106,11 @@ func sysDeviceGone(major, minor uint32) (bool, error) {
 	return false, err
 }
 
-// superblockReadOnly reports whether path's superblock is read-only while
-// its mount is read-write. statfs is the cheap filter (ST_RDONLY is set
-// when either is read-only); mountinfo is read only then.
+// superblockReadOnly reports whether the kernel turned path's filesystem
+// read-only behind a read-write mount: the superblock is "ro" under an "rw"
+// mount, or ext4 flagged it "emergency_ro" (Linux 6.x no longer flips the
+// superblock). Both show only in mountinfo, which is read once per call.
 func superblockReadOnly(path string, stx *unix.Statx_t) (bool, error) {
-	var st unix.Statfs_t
-	if err := unix.Statfs(path, &st); err != nil {
-		return false, fmt.Errorf("statfs %q: %w", path, err)
-	}
-	if st.Flags&unix.ST_RDONLY == 0 {
-		return false, nil
-	}
 	match := func(m mountEntry) bool { return m.mountPoint == path }
 	if stx.Mask&unix.STATX_MNT_ID != 0 {
 		id := stx.Mnt_id
@@ -120,5 +120,8 @@ func superblockReadOnly(path string, stx *unix.Statx_t) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("reading mountinfo for %q: %w", path, err)
 	}
-	return found && hasOption(m.mountOpts, "rw") && hasOption(m.superOpts, "ro"), nil
+	if !found || !hasOption(m.mountOpts, "rw") {
+		return false, nil // read-only on purpose, or not ours to judge
+	}
+	return hasOption(m.superOpts, "ro") || hasOption(m.superOpts, "emergency_ro"), nil
 }
