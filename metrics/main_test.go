@@ -1,0 +1,13 @@
+package metrics_test
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// Every test must leave no goroutine behind: servers stopped, scrapes and
+// bounded syscalls finished.
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
