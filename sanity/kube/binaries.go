@@ -1,0 +1,152 @@
+package kube
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+)
+
+// Binary names, as `go build` names the tool packages of this module.
+const (
+	BinEtcd               = "server" // go.etcd.io/etcd/server/v3
+	BinAPIServer          = "kube-apiserver"
+	BinControllerManager  = "kube-controller-manager"
+	BinProvisioner        = "csi-provisioner"
+	BinAttacher           = "csi-attacher"
+	BinResizer            = "csi-resizer"
+	BinSnapshotter        = "csi-snapshotter"
+	BinSnapshotController = "snapshot-controller"
+)
+
+func binaryNames() []string {
+	return []string{BinEtcd, BinAPIServer, BinControllerManager, BinProvisioner,
+		BinAttacher, BinResizer, BinSnapshotter, BinSnapshotController}
+}
+
+// ModuleDir returns the directory of this module's source (where its go.mod
+// and tool block are), from the location this file was compiled from.
+func ModuleDir() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", errors.New("kube: cannot locate the module source")
+	}
+	dir := filepath.Dir(file)
+	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err != nil {
+		return "", fmt.Errorf("kube: module source %s not found (set Options.BinDir to prebuilt binaries): %w", dir, err)
+	}
+	return dir, nil
+}
+
+// BuildOptions configure EnsureBinaries.
+type BuildOptions struct {
+	// ModuleDir is the module whose tool block is built (default ModuleDir()).
+	ModuleDir string
+	// CacheDir is the root under which binaries are kept, one directory per
+	// go.sum hash (default os.UserCacheDir()/csikit-kube).
+	CacheDir string
+	// Log, when set, receives the go command's output.
+	Log func(format string, args ...any)
+}
+
+// EnsureBinaries returns a directory holding every binary Start needs. It
+// reuses <CacheDir>/<hash of go.mod and go.sum> when complete, and otherwise
+// builds the module's tool block into it with one `go build` (a cold build
+// takes minutes; later builds reuse the Go build cache).
+func EnsureBinaries(ctx context.Context, o BuildOptions) (string, error) {
+	if o.ModuleDir == "" {
+		d, err := ModuleDir()
+		if err != nil {
+			return "", err
+		}
+		o.ModuleDir = d
+	}
+	if o.CacheDir == "" {
+		c, err := os.UserCacheDir()
+		if err != nil {
+			return "", fmt.Errorf("kube: no cache directory (set BuildOptions.CacheDir): %w", err)
+		}
+		o.CacheDir = filepath.Join(c, "csikit-kube")
+	}
+	h := sha256.New()
+	for _, f := range []string{"go.mod", "go.sum"} {
+		b, err := os.ReadFile(filepath.Join(o.ModuleDir, f))
+		if err != nil {
+			return "", fmt.Errorf("kube: %w", err)
+		}
+		h.Write(b)
+	}
+	dir := filepath.Join(o.CacheDir, hex.EncodeToString(h.Sum(nil))[:16])
+	if missing := MissingBinaries(dir); len(missing) == 0 {
+		return dir, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("kube: %w", err)
+	}
+	tools, err := toolPackages(ctx, o.ModuleDir)
+	if err != nil {
+		return "", err
+	}
+	args := append([]string{"build", "-o", dir + string(os.PathSeparator)}, tools...)
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = o.ModuleDir
+	out, err := cmd.CombinedOutput()
+	if o.Log != nil && len(out) > 0 {
+		o.Log("go build: %s", out)
+	}
+	if err != nil {
+		return "", fmt.Errorf("kube: go build %s: %w: %s", strings.Join(tools, " "), err, lastLines(out, 20))
+	}
+	if missing := MissingBinaries(dir); len(missing) > 0 {
+		return "", fmt.Errorf("kube: go build left out %v in %s", missing, dir)
+	}
+	return dir, nil
+}
+
+// MissingBinaries returns the names of the binaries Start needs that dir lacks.
+func MissingBinaries(dir string) []string {
+	var missing []string
+	for _, n := range binaryNames() {
+		if fi, err := os.Stat(filepath.Join(dir, n)); err != nil || fi.Mode()&0o111 == 0 {
+			missing = append(missing, n)
+		}
+	}
+	return missing
+}
+
+// toolPackages lists the tool block of the module in dir.
+func toolPackages(ctx context.Context, dir string) ([]string, error) {
+	cmd := exec.CommandContext(ctx, "go", "mod", "edit", "-json")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("kube: go mod edit -json in %s: %w", dir, err)
+	}
+	var mod struct{ Tool []struct{ Path string } }
+	if err := json.Unmarshal(out, &mod); err != nil {
+		return nil, fmt.Errorf("kube: go mod edit -json in %s: %w", dir, err)
+	}
+	var tools []string
+	for _, t := range mod.Tool {
+		tools = append(tools, t.Path)
+	}
+	if len(tools) == 0 {
+		return nil, fmt.Errorf("kube: %s/go.mod has an empty tool block", dir)
+	}
+	return tools, nil
+}
+
+func lastLines(b []byte, n int) string {
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

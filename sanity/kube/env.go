@@ -1,0 +1,247 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	snapclient "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Env is a running control plane with the CSI sidecars attached to one
+// driver. Create it with Start; it stops itself on the test's Cleanup.
+type Env struct {
+	// Config reaches the API server as a member of system:masters.
+	Config *rest.Config
+	// Client and Snapshots are clients built from Config.
+	Client    kubernetes.Interface
+	Snapshots snapclient.Interface
+	// Kubeconfig is the path of a kubeconfig file for the same identity.
+	Kubeconfig string
+	// Dir holds everything the environment wrote, process logs included
+	// (<Dir>/<process>.log).
+	Dir string
+	// Opts are the options in force, defaults filled in.
+	Opts Options
+
+	mu    sync.Mutex
+	procs []*Process
+}
+
+// Start starts etcd, kube-apiserver, kube-controller-manager,
+// snapshot-controller and the sidecars for opts.Endpoint, registers a fake
+// Node and its CSINode, and returns once the API server is ready. Any
+// failure fails t; everything started is stopped on t's Cleanup, also then.
+func Start(t testing.TB, opts Options) *Env {
+	t.Helper()
+	e, err := start(t, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func start(t testing.TB, opts Options) (*Env, error) {
+	opts.defaults()
+	if opts.DriverName == "" {
+		return nil, errors.New("kube: Options.DriverName is required")
+	}
+	sock, ok := socketPath(opts.Endpoint)
+	if !ok {
+		return nil, fmt.Errorf("kube: Options.Endpoint %q: want unix:///abs/path or /abs/path", opts.Endpoint)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if opts.BinDir == "" {
+		d, err := EnsureBinaries(ctx, BuildOptions{Log: t.Logf})
+		if err != nil {
+			return nil, err
+		}
+		opts.BinDir = d
+	} else if m := MissingBinaries(opts.BinDir); len(m) > 0 {
+		return nil, fmt.Errorf("kube: Options.BinDir %s lacks %v", opts.BinDir, m)
+	}
+	if opts.CRDDir == "" {
+		d, err := snapshotCRDDir(ctx)
+		if err != nil {
+			return nil, err
+		}
+		opts.CRDDir = d
+	}
+	dir, err := os.MkdirTemp("", "csikit-kube-")
+	if err != nil {
+		return nil, fmt.Errorf("kube: %w", err)
+	}
+	e := &Env{Dir: dir, Opts: opts, Kubeconfig: filepath.Join(dir, "kubeconfig")}
+	t.Cleanup(func() { e.stop(t) })
+
+	token, err := controlPlaneFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	var ports [4]int
+	for i := range ports {
+		if ports[i], err = freePort(); err != nil {
+			return nil, err
+		}
+	}
+	etcdPort, peerPort, apiPort, kcmPort := ports[0], ports[1], ports[2], ports[3]
+	if _, err := e.run(BinEtcd, etcdArgs(dir, etcdPort, peerPort), false); err != nil {
+		return nil, err
+	}
+	api, err := e.run(BinAPIServer, apiServerArgs(dir, apiPort, etcdPort), false)
+	if err != nil {
+		return nil, err
+	}
+	host := "https://127.0.0.1:" + strconv.Itoa(apiPort)
+	if err := writeKubeconfig(e.Kubeconfig, host, token); err != nil {
+		return nil, fmt.Errorf("kube: %w", err)
+	}
+	e.Config = &rest.Config{Host: host, BearerToken: token, QPS: 200, Burst: 400,
+		TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+	if err := waitReady(ctx, e.Config, api); err != nil {
+		return nil, err
+	}
+	if e.Client, err = kubernetes.NewForConfig(e.Config); err != nil {
+		return nil, fmt.Errorf("kube: %w", err)
+	}
+	if e.Snapshots, err = snapclient.NewForConfig(e.Config); err != nil {
+		return nil, fmt.Errorf("kube: %w", err)
+	}
+	if err := e.registerNode(ctx); err != nil {
+		return nil, err
+	}
+	if err := installCRDs(ctx, e.Config, opts.CRDDir); err != nil {
+		return nil, err
+	}
+	if _, err := e.run(BinControllerManager, controllerManagerArgs(dir, e.Kubeconfig, kcmPort), true); err != nil {
+		return nil, err
+	}
+	if _, err := e.run(BinSnapshotController, snapshotControllerArgs(e.Kubeconfig), true); err != nil {
+		return nil, err
+	}
+	for _, s := range opts.Sidecars {
+		args, err := sidecarArgs(s, sock, e.Kubeconfig, &opts)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := e.run(s, args, true); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// run starts a binary of BinDir with the ExtraArgs for its name.
+func (e *Env) run(name string, args []string, restart bool) (*Process, error) {
+	args = append(args, e.Opts.ExtraArgs[name]...)
+	p, err := startProcess(name, filepath.Join(e.Opts.BinDir, name), args, e.Dir, restart, e.Opts.StopGrace)
+	if err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	e.procs = append(e.procs, p)
+	e.mu.Unlock()
+	return p, nil
+}
+
+// Process returns the running process of that name (e.g. "csi-provisioner",
+// BinAPIServer), or nil.
+func (e *Env) Process(name string) *Process {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, p := range e.procs {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
+
+// registerNode creates the fake Node (controller-managed attach/detach,
+// topology labels) and its CSINode entry for the driver.
+func (e *Env) registerNode(ctx context.Context) error {
+	o := &e.Opts
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+		Name:        o.NodeName,
+		Labels:      map[string]string{"kubernetes.io/hostname": o.NodeName},
+		Annotations: map[string]string{"volumes.kubernetes.io/controller-managed-attach-detach": "true"},
+	}}
+	var keys []string
+	for k, v := range o.NodeTopology {
+		node.Labels[k] = v
+		keys = append(keys, k)
+	}
+	if _, err := e.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("kube: create Node: %w", err)
+	}
+	csiNode := &storagev1.CSINode{
+		ObjectMeta: metav1.ObjectMeta{Name: o.NodeName},
+		Spec: storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{{
+			Name: o.DriverName, NodeID: o.NodeID, TopologyKeys: keys,
+		}}},
+	}
+	if _, err := e.Client.StorageV1().CSINodes().Create(ctx, csiNode, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("kube: create CSINode: %w", err)
+	}
+	return nil
+}
+
+// stop stops every process by PID, newest first (sidecars before the
+// controllers, the API server before etcd), logs the tails of their logs
+// when t failed, and removes Dir.
+func (e *Env) stop(t testing.TB) {
+	e.mu.Lock()
+	procs := e.procs
+	e.procs = nil
+	e.mu.Unlock()
+	// Sidecars and controllers in parallel; then the API server, then etcd.
+	var wg sync.WaitGroup
+	var core []*Process
+	for _, p := range procs {
+		if p.Name == BinAPIServer || p.Name == BinEtcd {
+			core = append(core, p)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := p.Stop(); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	for i := len(core) - 1; i >= 0; i-- {
+		if err := core[i].Stop(); err != nil {
+			t.Error(err)
+		}
+	}
+	if t.Failed() {
+		for _, p := range procs {
+			b, _ := os.ReadFile(p.LogPath)
+			t.Logf("--- %s (started %d times), last lines of %s:\n%s", p.Name, p.Starts(), p.LogPath, lastLines(b, 25))
+		}
+	}
+	if err := os.RemoveAll(e.Dir); err != nil {
+		t.Errorf("kube: remove %s: %v", e.Dir, err)
+	}
+}
+
+// socketPath returns the filesystem path of a unix endpoint.
+func socketPath(ep string) (string, bool) {
+	p := strings.TrimPrefix(ep, "unix://")
+	return p, filepath.IsAbs(p)
+}
