@@ -1,0 +1,129 @@
+package metrics_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/signal"
+	"strings"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/csikit/csikit/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Register the operations metrics on your own registry and install the
+// interceptor in the server's chain.
+func ExampleNewServerMetrics() {
+	m := metrics.NewServerMetrics(metrics.ServerOptions{DriverName: "block.vendor.example"})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m)
+	_ = grpc.NewServer(grpc.ChainUnaryInterceptor(m.UnaryServerInterceptor()))
+
+	// What the server does for each call:
+	info := &grpc.UnaryServerInfo{FullMethod: "/csi.v1.Controller/CreateVolume"}
+	_, _ = m.UnaryServerInterceptor()(context.Background(), &csi.CreateVolumeRequest{}, info,
+		func(ctx context.Context, req any) (any, error) {
+			return nil, status.Error(codes.InvalidArgument, "name is empty")
+		})
+
+	want := `
+# HELP csi_plugin_inflight_requests CSI requests being served, by gRPC method.
+# TYPE csi_plugin_inflight_requests gauge
+csi_plugin_inflight_requests{driver_name="block.vendor.example",method_name="/csi.v1.Controller/CreateVolume"} 0
+`
+	fmt.Println(testutil.GatherAndCompare(reg, strings.NewReader(want), metrics.InflightRequestsName))
+	fmt.Println(testutil.CollectAndCount(m, metrics.OperationsSecondsName))
+	// Output:
+	// <nil>
+	// 1
+}
+
+// A node plugin's NodeGetVolumeStats is one call; it tells block from
+// filesystem volumes itself.
+func ExampleVolumeStats() {
+	// In NodeGetVolumeStats(ctx, req):
+	resp, err := metrics.VolumeStats(context.Background(), "/")
+	if err != nil {
+		log.Fatal(err) // a gRPC status: return it as is
+	}
+	for _, u := range resp.GetUsage() {
+		fmt.Println(u.GetUnit(), u.GetTotal() > 0)
+	}
+}
+
+// ControllerGetVolumeHealth asks the backend; repeated conditions are merged.
+func ExampleControllerVolumeHealth() {
+	backend := func(ctx context.Context, id string) ([]*csi.VolumeHealth_VolumeHealthEntry, error) {
+		if id != "vol-1" {
+			return nil, status.Errorf(codes.NotFound, "volume %q not found", id)
+		}
+		return []*csi.VolumeHealth_VolumeHealthEntry{
+			metrics.Degraded("ReplicaMissing", "replica 2 down"),
+			metrics.Degraded("ReplicaMissing", "replica 3 down"),
+		}, nil
+	}
+	resp, _ := metrics.ControllerVolumeHealth(context.Background(), &csi.ControllerGetVolumeHealthRequest{VolumeId: "vol-1"}, backend)
+	for _, e := range resp.GetVolumeHealth().GetHealthStatuses() {
+		fmt.Println(e.GetStatus(), e.GetReason(), e.GetMessage())
+	}
+	_, err := metrics.ControllerVolumeHealth(context.Background(), &csi.ControllerGetVolumeHealthRequest{VolumeId: "vol-9"}, backend)
+	fmt.Println(status.Code(err))
+	// Output:
+	// DEGRADED ReplicaMissing replica 2 down; replica 3 down
+	// NotFound
+}
+
+// A node plugin exposes per-volume usage for the volumes it published.
+func ExampleNewVolumeStatsCollector() {
+	published := func(ctx context.Context) ([]metrics.PublishedVolume, error) {
+		// From the driver's own state, e.g. its NodePublishVolume records.
+		return []metrics.PublishedVolume{{ID: "vol-1", Path: "/var/lib/kubelet/pods/p/volumes/kubernetes.io~csi/pv/mount"}}, nil
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(metrics.NewVolumeStatsCollector(metrics.VolumeStatsOptions{
+		DriverName: "block.vendor.example", Volumes: published, Timeout: 5 * time.Second,
+	}))
+}
+
+// A driver's main exposes /metrics and /healthz with one call, stopped by
+// the same context as the CSI server.
+func ExampleListenAndServe() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	reg := prometheus.NewRegistry()
+	var identity metrics.Prober // the driver's csi.IdentityServer
+	go func() {
+		err := metrics.ListenAndServe(ctx, ":9808", metrics.HTTPOptions{
+			Gatherer: reg, Probe: metrics.IdentityProbe(identity),
+		})
+		if err != nil {
+			log.Print(err)
+		}
+	}()
+	// ... serve CSI until ctx ends ...
+}
+
+// Handler mounts on any server, here httptest.
+func ExampleHandler() {
+	srv := httptest.NewServer(metrics.Handler(metrics.HTTPOptions{
+		Probe: func(ctx context.Context) error { return nil },
+	}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/healthz")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer resp.Body.Close()
+	fmt.Println(resp.Status)
+	// Output:
+	// 200 OK
+}
