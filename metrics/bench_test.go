@@ -26,7 +26,9 @@ func BenchmarkUnaryServerInterceptor(b *testing.B) {
 		ic   grpc.UnaryServerInterceptor
 		h    grpc.UnaryHandler
 	}{
-		{"none", func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) { return h(ctx, req) }, ok},
+		{"none", func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			return h(ctx, req)
+		}, ok},
 		{"nil", (*metrics.ServerMetrics)(nil).UnaryServerInterceptor(), ok},
 		{"ok", m.UnaryServerInterceptor(), ok},
 		{"error", m.UnaryServerInterceptor(), fail},

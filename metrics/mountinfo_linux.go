@@ -28,8 +28,6 @@ type mountEntry struct {
 	id         uint64
 	mountPoint string
 	mountOpts  string // per-mount options, e.g. "rw,relatime"
-	fsType     string
-	source     string
 	superOpts  string // superblock options, e.g. "ro,errors=remount-ro"
 }
 
@@ -70,8 +68,7 @@ func parseMountInfoLine(line string) (mountEntry, bool) {
 		return mountEntry{}, false
 	}
 	return mountEntry{
-		id: id, mountPoint: unescapeOctal(f[4]), mountOpts: f[5],
-		fsType: g[0], source: unescapeOctal(g[1]), superOpts: g[2],
+		id: id, mountPoint: unescapeOctal(f[4]), mountOpts: f[5], superOpts: g[2],
 	}, true
 }
 

@@ -281,7 +281,9 @@ func TestServerMetricsNoLocks(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(m)
 	_, _ = m.UnaryServerInterceptor()(context.Background(), nil, &grpc.UnaryServerInfo{FullMethod: "/csi.v1.Identity/Probe"},
-		func(ctx context.Context, req any) (any, error) { return nil, status.Error(codes.FailedPrecondition, "not ready") })
+		func(ctx context.Context, req any) (any, error) {
+			return nil, status.Error(codes.FailedPrecondition, "not ready")
+		})
 	n, err := testutil.GatherAndCount(reg, metrics.VolumeLocksHeldName, metrics.VolumeLockOldestName)
 	if err != nil || n != 0 {
 		t.Errorf("lock series without LockStats: got %d (%v), want 0", n, err)

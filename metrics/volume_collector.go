@@ -130,11 +130,16 @@ func (c *VolumeStatsCollector) Collect(ch chan<- prometheus.Metric) {
 	wg.Wait()
 }
 
-// read reads one volume unless a previous read of it is still running.
+// read reads one volume unless a previous read of it is still running. The
+// read runs in its own goroutine, which clears the busy mark when the
+// kernel returns, however long after the scrape gave up on it.
 func (c *VolumeStatsCollector) read(ctx context.Context, v PublishedVolume) (volStats, error) {
 	p, err := cleanPath("path", v.Path)
 	if err != nil {
 		return volStats{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return volStats{}, status.FromContextError(err).Err()
 	}
 	c.mu.Lock()
 	if c.busy[v.ID] {
@@ -143,14 +148,24 @@ func (c *VolumeStatsCollector) read(ctx context.Context, v PublishedVolume) (vol
 	}
 	c.busy[v.ID] = true
 	c.mu.Unlock()
-	return bounded(ctx, func() (volStats, error) {
-		defer func() {
-			c.mu.Lock()
-			delete(c.busy, v.ID)
-			c.mu.Unlock()
-		}()
-		return c.opts.Stats.volumeStats(p)
-	})
+	type result struct {
+		s   volStats
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		s, err := c.opts.Stats.volumeStats(p)
+		c.mu.Lock()
+		delete(c.busy, v.ID)
+		c.mu.Unlock()
+		ch <- result{s, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.s, r.err
+	case <-ctx.Done():
+		return volStats{}, status.FromContextError(ctx.Err()).Err()
+	}
 }
 
 // emit sends one volume's gauges. Label values that are not valid UTF-8
