@@ -65,7 +65,8 @@ func start(t testing.TB, opts Options) (*Env, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if opts.BinDir == "" {
-		d, err := EnsureBinaries(ctx, BuildOptions{Log: t.Logf})
+		// A cold build takes minutes: not bounded by the start timeout.
+		d, err := EnsureBinaries(context.Background(), BuildOptions{})
 		if err != nil {
 			return nil, err
 		}

@@ -1,0 +1,14 @@
+//go:build !linux
+
+package sanity
+
+import "errors"
+
+var errUnsupported = errors.New("sanity: mount checks need Linux")
+
+func capacity(string) (int64, error) { return 0, errUnsupported }
+
+// mountsUnder finds nothing off Linux: there is no mountinfo to read.
+func mountsUnder(string) ([]string, error) { return nil, nil }
+
+func detach(string) error { return errUnsupported }

@@ -1,0 +1,459 @@
+package sanity_test
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+)
+
+// refDriver is the harness's own reference driver: volumes are
+// directories under a state directory, staging and publishing are real
+// bind mounts (so it needs root), snapshots and clones are copies. Its
+// state lives entirely on disk, so a new refDriver on the same directory
+// is the old one restarted. It serves mount volumes only (examples/hostpath
+// covers block).
+//
+// fault, when set, breaks one behaviour on purpose; faults_test.go checks
+// that the case meant to catch each fault does.
+type refDriver struct {
+	dir   string
+	log   *slog.Logger
+	fault string
+	gen   string // per-instance, for the forget_on_restart fault
+
+	mu    sync.Mutex
+	names map[string]string // forget_on_restart: name → ID, in memory only
+}
+
+const refMaxBytes = 1 << 40
+
+func newRefDriver(dir string, log *slog.Logger, fault string) *refDriver {
+	for _, d := range []string{"vols", "snaps"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o750); err != nil {
+			panic(err)
+		}
+	}
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return &refDriver{dir: dir, log: log, fault: fault, gen: hex.EncodeToString(b), names: map[string]string{}}
+}
+
+type refMeta struct {
+	Name     string `json:"name"`
+	Capacity int64  `json:"capacity,omitempty"`
+	Source   string `json:"source,omitempty"` // snapshots: source volume; volumes: "snap:ID" or "vol:ID"
+	Created  int64  `json:"created,omitempty"`
+}
+
+func hashID(prefix, name string) string {
+	h := sha256.Sum256([]byte(name))
+	return prefix + hex.EncodeToString(h[:10])
+}
+
+// safe rejects IDs that are not ours before they reach a path.
+func safe(id string) bool {
+	if len(id) != 21 || (id[0] != 'v' && id[0] != 's') {
+		return false
+	}
+	_, err := hex.DecodeString(id[1:])
+	return err == nil
+}
+
+func (d *refDriver) volDir(id string) string  { return filepath.Join(d.dir, "vols", id) }
+func (d *refDriver) snapDir(id string) string { return filepath.Join(d.dir, "snaps", id) }
+
+func readMeta(dir string) (refMeta, bool) {
+	var m refMeta
+	b, err := os.ReadFile(filepath.Join(dir, "meta.json"))
+	if err != nil {
+		return m, false
+	}
+	return m, json.Unmarshal(b, &m) == nil
+}
+
+func writeMeta(dir string, m refMeta) error {
+	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o750); err != nil {
+		return err
+	}
+	b, _ := json.Marshal(m)
+	tmp := filepath.Join(dir, "meta.json.tmp")
+	if err := os.WriteFile(tmp, b, 0o640); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, "meta.json"))
+}
+
+func (d *refDriver) volume(id string) (refMeta, error) {
+	if !safe(id) {
+		return refMeta{}, status.Errorf(codes.NotFound, "volume %q not found", id)
+	}
+	m, ok := readMeta(d.volDir(id))
+	if !ok {
+		return m, status.Errorf(codes.NotFound, "volume %q not found", id)
+	}
+	return m, nil
+}
+
+func (d *refDriver) Probe(ctx context.Context, _ *csi.ProbeRequest) (*csi.ProbeResponse, error) {
+	if d.fault == "hang" {
+		<-ctx.Done()
+		return nil, status.FromContextError(ctx.Err()).Err()
+	}
+	return &csi.ProbeResponse{Ready: wrapperspb.Bool(true)}, nil
+}
+
+func (d *refDriver) CreateVolume(_ context.Context, r *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+	if d.fault == "secret_logged" {
+		d.log.Info("creating volume", "name", r.GetName(), "secrets", r.GetSecrets())
+	}
+	size := max(r.GetCapacityRange().GetRequiredBytes(), 1<<20)
+	if size > refMaxBytes {
+		return nil, status.Errorf(codes.OutOfRange, "capacity %d exceeds the %d bytes this driver serves", size, int64(refMaxBytes))
+	}
+	if lim := r.GetCapacityRange().GetLimitBytes(); lim > 0 && size > lim {
+		size = lim
+	}
+	src := ""
+	if s := r.GetVolumeContentSource().GetSnapshot(); s != nil {
+		src = "snap:" + s.GetSnapshotId()
+	}
+	if v := r.GetVolumeContentSource().GetVolume(); v != nil {
+		src = "vol:" + v.GetVolumeId()
+	}
+	id := hashID("v", r.GetName())
+	switch d.fault {
+	case "duplicate_on_retry":
+		id = hashID("v", r.GetName()+time.Now().String())
+	case "forget_on_restart":
+		d.mu.Lock()
+		if known, ok := d.names[r.GetName()]; ok {
+			id = known
+		} else {
+			id = hashID("v", r.GetName()+d.gen)
+			d.names[r.GetName()] = id
+		}
+		d.mu.Unlock()
+	}
+	resp := func(m refMeta) *csi.CreateVolumeResponse {
+		return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: id, CapacityBytes: m.Capacity, ContentSource: r.GetVolumeContentSource()}}
+	}
+	if m, ok := readMeta(d.volDir(id)); ok {
+		lim := r.GetCapacityRange().GetLimitBytes()
+		if m.Capacity < r.GetCapacityRange().GetRequiredBytes() || (lim > 0 && m.Capacity > lim) || m.Source != src {
+			return nil, status.Errorf(codes.AlreadyExists, "volume %q exists with other capacity or source", r.GetName())
+		}
+		return resp(m), nil
+	}
+	var from string
+	switch {
+	case strings.HasPrefix(src, "snap:"):
+		sid := strings.TrimPrefix(src, "snap:")
+		if _, ok := readMeta(d.snapDir(sid)); !safe(sid) || !ok {
+			return nil, status.Errorf(codes.NotFound, "source snapshot %q not found", sid)
+		}
+		from = filepath.Join(d.snapDir(sid), "data")
+	case strings.HasPrefix(src, "vol:"):
+		vid := strings.TrimPrefix(src, "vol:")
+		if _, err := d.volume(vid); err != nil {
+			return nil, status.Errorf(codes.NotFound, "source volume %q not found", vid)
+		}
+		from = filepath.Join(d.volDir(vid), "data")
+	}
+	m := refMeta{Name: r.GetName(), Capacity: size, Source: src}
+	if err := writeMeta(d.volDir(id), m); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	if from != "" {
+		if err := copyDir(from, filepath.Join(d.volDir(id), "data")); err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+	}
+	return resp(m), nil
+}
+
+func (d *refDriver) ValidateVolumeCapabilities(_ context.Context, r *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
+	if _, err := d.volume(r.GetVolumeId()); err != nil {
+		return nil, err
+	}
+	for _, c := range r.GetVolumeCapabilities() {
+		m := c.GetAccessMode().GetMode()
+		if c.GetMount() == nil || (m != csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER && m != csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY) {
+			return &csi.ValidateVolumeCapabilitiesResponse{Message: "only mount volumes on a single node"}, nil
+		}
+	}
+	return &csi.ValidateVolumeCapabilitiesResponse{Confirmed: &csi.ValidateVolumeCapabilitiesResponse_Confirmed{VolumeCapabilities: r.GetVolumeCapabilities()}}, nil
+}
+
+func (d *refDriver) DeleteVolume(_ context.Context, r *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
+	if _, err := d.volume(r.GetVolumeId()); err != nil {
+		if d.fault == "wrong_code" {
+			return nil, err
+		}
+		return &csi.DeleteVolumeResponse{}, nil
+	}
+	return &csi.DeleteVolumeResponse{}, os.RemoveAll(d.volDir(r.GetVolumeId()))
+}
+
+// page pages a sorted list of IDs by decimal index tokens.
+func (d *refDriver) page(ids []string, token string, max int32) (out []string, next string, err error) {
+	sort.Strings(ids)
+	start := 0
+	if token != "" {
+		start, err = strconv.Atoi(token)
+		if err != nil || start < 0 || start > len(ids) {
+			return nil, "", status.Errorf(codes.Aborted, "starting_token %q is not a token this driver issued", token)
+		}
+	}
+	end := len(ids)
+	if max > 0 && start+int(max) < end {
+		end = start + int(max)
+		next = strconv.Itoa(end)
+		if d.fault == "broken_pagination" {
+			next = strconv.Itoa(end - 1)
+		}
+	}
+	return ids[start:end], next, nil
+}
+
+func listIDs(dir string) []string {
+	es, _ := os.ReadDir(dir)
+	var ids []string
+	for _, e := range es {
+		if _, ok := readMeta(filepath.Join(dir, e.Name())); ok {
+			ids = append(ids, e.Name())
+		}
+	}
+	return ids
+}
+
+func (d *refDriver) ListVolumes(_ context.Context, r *csi.ListVolumesRequest) (*csi.ListVolumesResponse, error) {
+	ids, next, err := d.page(listIDs(filepath.Join(d.dir, "vols")), r.GetStartingToken(), r.GetMaxEntries())
+	if err != nil {
+		return nil, err
+	}
+	resp := &csi.ListVolumesResponse{NextToken: next}
+	for _, id := range ids {
+		m, _ := readMeta(d.volDir(id))
+		resp.Entries = append(resp.Entries, &csi.ListVolumesResponse_Entry{Volume: &csi.Volume{VolumeId: id, CapacityBytes: m.Capacity}})
+	}
+	return resp, nil
+}
+
+func (d *refDriver) ControllerExpandVolume(_ context.Context, r *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
+	m, err := d.volume(r.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	if req := r.GetCapacityRange().GetRequiredBytes(); req > refMaxBytes {
+		return nil, status.Errorf(codes.OutOfRange, "capacity %d exceeds the %d bytes this driver serves", req, int64(refMaxBytes))
+	}
+	m.Capacity = max(m.Capacity, r.GetCapacityRange().GetRequiredBytes())
+	if err := writeMeta(d.volDir(r.GetVolumeId()), m); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &csi.ControllerExpandVolumeResponse{CapacityBytes: m.Capacity}, nil
+}
+
+func (d *refDriver) CreateSnapshot(_ context.Context, r *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
+	if _, err := d.volume(r.GetSourceVolumeId()); err != nil {
+		return nil, err
+	}
+	id := hashID("s", r.GetName())
+	resp := func(m refMeta) *csi.CreateSnapshotResponse {
+		return &csi.CreateSnapshotResponse{Snapshot: &csi.Snapshot{SnapshotId: id, SourceVolumeId: m.Source, CreationTime: timestamppb.New(time.Unix(0, m.Created)), ReadyToUse: true}}
+	}
+	if m, ok := readMeta(d.snapDir(id)); ok {
+		if m.Source != r.GetSourceVolumeId() {
+			return nil, status.Errorf(codes.AlreadyExists, "snapshot %q exists for another volume", r.GetName())
+		}
+		return resp(m), nil
+	}
+	m := refMeta{Name: r.GetName(), Source: r.GetSourceVolumeId(), Created: time.Now().UnixNano()}
+	if err := writeMeta(d.snapDir(id), m); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	if err := copyDir(filepath.Join(d.volDir(m.Source), "data"), filepath.Join(d.snapDir(id), "data")); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return resp(m), nil
+}
+
+func (d *refDriver) DeleteSnapshot(_ context.Context, r *csi.DeleteSnapshotRequest) (*csi.DeleteSnapshotResponse, error) {
+	if !safe(r.GetSnapshotId()) {
+		return &csi.DeleteSnapshotResponse{}, nil
+	}
+	return &csi.DeleteSnapshotResponse{}, os.RemoveAll(d.snapDir(r.GetSnapshotId()))
+}
+
+func (d *refDriver) ListSnapshots(_ context.Context, r *csi.ListSnapshotsRequest) (*csi.ListSnapshotsResponse, error) {
+	var ids []string
+	for _, id := range listIDs(filepath.Join(d.dir, "snaps")) {
+		m, _ := readMeta(d.snapDir(id))
+		if (r.GetSnapshotId() == "" || r.GetSnapshotId() == id) && (r.GetSourceVolumeId() == "" || r.GetSourceVolumeId() == m.Source) {
+			ids = append(ids, id)
+		}
+	}
+	ids, next, err := d.page(ids, r.GetStartingToken(), r.GetMaxEntries())
+	if err != nil {
+		return nil, err
+	}
+	resp := &csi.ListSnapshotsResponse{NextToken: next}
+	for _, id := range ids {
+		m, _ := readMeta(d.snapDir(id))
+		resp.Entries = append(resp.Entries, &csi.ListSnapshotsResponse_Entry{Snapshot: &csi.Snapshot{
+			SnapshotId: id, SourceVolumeId: m.Source, CreationTime: timestamppb.New(time.Unix(0, m.Created)), ReadyToUse: true}})
+	}
+	return resp, nil
+}
+
+func (d *refDriver) NodeStageVolume(_ context.Context, r *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
+	if _, err := d.volume(r.GetVolumeId()); err != nil {
+		return nil, err
+	}
+	if ok, _ := mountedAt(r.GetStagingTargetPath()); ok {
+		return &csi.NodeStageVolumeResponse{}, nil
+	}
+	data := filepath.Join(d.volDir(r.GetVolumeId()), "data")
+	if err := unix.Mount(data, r.GetStagingTargetPath(), "", unix.MS_BIND, ""); err != nil {
+		return nil, status.Errorf(codes.Internal, "bind mount: %v", err)
+	}
+	return &csi.NodeStageVolumeResponse{}, nil
+}
+
+func (d *refDriver) NodeUnstageVolume(_ context.Context, r *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
+	if ok, _ := mountedAt(r.GetStagingTargetPath()); ok {
+		if err := unix.Unmount(r.GetStagingTargetPath(), 0); err != nil {
+			return nil, status.Errorf(codes.Internal, "unmount: %v", err)
+		}
+	}
+	return &csi.NodeUnstageVolumeResponse{}, nil
+}
+
+func (d *refDriver) NodePublishVolume(_ context.Context, r *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
+	if _, err := d.volume(r.GetVolumeId()); err != nil {
+		return nil, err
+	}
+	if ok, ro := mountedAt(r.GetTargetPath()); ok {
+		if ro != r.GetReadonly() {
+			return nil, status.Errorf(codes.AlreadyExists, "published at the target with readonly=%v", ro)
+		}
+		return &csi.NodePublishVolumeResponse{}, nil
+	}
+	if ok, _ := mountedAt(r.GetStagingTargetPath()); !ok {
+		return nil, status.Errorf(codes.FailedPrecondition, "volume is not staged at the staging path")
+	}
+	if d.fault == "lost_data" {
+		es, _ := os.ReadDir(r.GetStagingTargetPath())
+		for _, e := range es {
+			os.RemoveAll(filepath.Join(r.GetStagingTargetPath(), e.Name()))
+		}
+	}
+	if err := os.Mkdir(r.GetTargetPath(), 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
+		return nil, status.Errorf(codes.Internal, "mkdir target: %v", err)
+	}
+	if err := unix.Mount(r.GetStagingTargetPath(), r.GetTargetPath(), "", unix.MS_BIND, ""); err != nil {
+		return nil, status.Errorf(codes.Internal, "bind mount: %v", err)
+	}
+	if r.GetReadonly() && d.fault != "ignores_readonly" {
+		if err := unix.Mount("", r.GetTargetPath(), "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
+			_ = unix.Unmount(r.GetTargetPath(), 0)
+			return nil, status.Errorf(codes.Internal, "remount read-only: %v", err)
+		}
+	}
+	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+func (d *refDriver) NodeUnpublishVolume(_ context.Context, r *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
+	if d.fault == "leaked_mount" {
+		return &csi.NodeUnpublishVolumeResponse{}, nil
+	}
+	if ok, _ := mountedAt(r.GetTargetPath()); ok {
+		if err := unix.Unmount(r.GetTargetPath(), 0); err != nil {
+			return nil, status.Errorf(codes.Internal, "unmount: %v", err)
+		}
+	}
+	if err := os.Remove(r.GetTargetPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, status.Errorf(codes.Internal, "removing target: %v", err)
+	}
+	return &csi.NodeUnpublishVolumeResponse{}, nil
+}
+
+func (d *refDriver) NodeGetVolumeStats(_ context.Context, r *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
+	m, err := d.volume(r.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	if ok, _ := mountedAt(r.GetVolumePath()); !ok {
+		return nil, status.Errorf(codes.NotFound, "volume is not published at the path")
+	}
+	var used int64
+	_ = filepath.WalkDir(filepath.Join(d.volDir(r.GetVolumeId()), "data"), func(_ string, e fs.DirEntry, err error) error {
+		if err == nil && !e.IsDir() {
+			if fi, err := e.Info(); err == nil {
+				used += fi.Size()
+			}
+		}
+		return nil
+	})
+	return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{{Unit: csi.VolumeUsage_BYTES, Total: m.Capacity, Used: used, Available: max(m.Capacity-used, 0)}}}, nil
+}
+
+// mountedAt reports whether path is a mount point and whether it is
+// read-only.
+func mountedAt(path string) (mounted, readonly bool) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return false, false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) > 5 && fs[4] == path {
+			mounted = true
+			readonly = strings.HasPrefix(fs[5], "ro")
+		}
+	}
+	return mounted, readonly
+}
+
+// copyDir copies the regular files of src into dst.
+func copyDir(src, dst string) error {
+	if err := os.MkdirAll(dst, 0o750); err != nil {
+		return err
+	}
+	return filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		if e.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o750)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dst, rel), b, 0o640)
+	})
+}

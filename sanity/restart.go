@@ -1,0 +1,86 @@
+package sanity
+
+import (
+	"context"
+	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+)
+
+// restartCases retry calls after the driver restarted on the same state,
+// as a CO does after a crash.
+func restartCases(t *testing.T, s *suite) {
+	if ok, why := s.in.canRestart(&s.cfg); !ok {
+		t.Skip(why)
+	}
+	t.Run("CreateVolume/retry_after_restart", func(t *testing.T) {
+		s.needCtrl(t, ccCreate)
+		req := s.createReq(s.name("restart"))
+		v := s.createVolume(t, req)
+		before := s.countVolumes(t)
+		s.restart(t)
+		resp, err := retry(s, s.ctl.CreateVolume, req)
+		must(t, "CreateVolume (after restart)", req, err, rule("CreateVolume", "a retried request MUST succeed after the plugin restarted"))
+		if id := resp.GetVolume().GetVolumeId(); id != v.GetVolumeId() && id != "" {
+			s.deleteOnCleanup(t, id)
+		}
+		expect(t, resp.GetVolume().GetVolumeId() == v.GetVolumeId(), "CreateVolume (after restart)", req,
+			rule("CreateVolume", "a retry for an existing name returns the same volume, across restarts"), "volume_id %q, want %q", resp.GetVolume().GetVolumeId(), v.GetVolumeId())
+		if before >= 0 {
+			after := s.countVolumes(t)
+			expect(t, after == before, "ListVolumes (after restart)", nil, rule("CreateVolume", "a retry never creates a second volume"), "%d volumes, want %d", after, before)
+		}
+	})
+	t.Run("CreateSnapshot/retry_after_restart", func(t *testing.T) {
+		s.needCtrl(t, ccCreate, ccSnap)
+		v := s.createVolume(t, s.createReq(s.name("rsnsrc")))
+		name := s.name("rsnap")
+		snap := s.createSnapshot(t, name, v.GetVolumeId())
+		s.restart(t)
+		req := &csi.CreateSnapshotRequest{Name: name, SourceVolumeId: v.GetVolumeId(), Parameters: s.cfg.SnapshotParameters, Secrets: s.cfg.Secrets}
+		resp, err := retry(s, s.ctl.CreateSnapshot, req)
+		must(t, "CreateSnapshot (after restart)", req, err, rule("CreateSnapshot", "a retried request MUST succeed after the plugin restarted"))
+		expect(t, resp.GetSnapshot().GetSnapshotId() == snap.GetSnapshotId(), "CreateSnapshot (after restart)", req,
+			rule("CreateSnapshot", "a retry for an existing name returns the same snapshot, across restarts"), "snapshot_id %q, want %q", resp.GetSnapshot().GetSnapshotId(), snap.GetSnapshotId())
+	})
+	t.Run("published_volume_after_restart", func(t *testing.T) {
+		s.needNode(t)
+		s.needCtrl(t, ccCreate)
+		m := s.mountVolume(t, s.createVolume(t, s.createReq(s.name("rpub"))), false)
+		want := s.write(t, m, 0)
+		s.restart(t)
+		s.read(t, m, 0, want, rule("NodePublishVolume", "a published volume stays usable while the plugin restarts"))
+		req := s.publishReq(m, false)
+		_, err := retry(s, s.node.NodePublishVolume, req)
+		must(t, "NodePublishVolume (after restart)", req, err, rule("NodePublishVolume", "a retried publish MUST succeed after the plugin restarted"))
+		s.unpublish(t, m)
+		ok, err := s.cfg.NodeFS.Exists(m.target)
+		expect(t, err == nil && !ok, "NodeUnpublishVolume (after restart)", nil, rule("NodeUnpublishVolume", "a volume published before a restart is unpublished, its target removed"),
+			"target_path still present (%v), want it removed", err)
+		if m.staging != "" {
+			s.unstage(t, m)
+		}
+	})
+}
+
+// restart restarts the driver or fails the case.
+func (s *suite) restart(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CallTimeout)
+	defer cancel()
+	if err := s.in.restart(ctx, &s.cfg); err != nil {
+		t.Fatalf("restarting the driver: %v", err)
+	}
+}
+
+// countVolumes counts the volumes ListVolumes reports, or -1 without
+// LIST_VOLUMES.
+func (s *suite) countVolumes(t *testing.T) int {
+	t.Helper()
+	if !s.hasCtrl(ccList) {
+		return -1
+	}
+	ids, err := s.allVolumeIDs(&csi.ListVolumesRequest{})
+	must(t, "ListVolumes", &csi.ListVolumesRequest{}, err, rule("ListVolumes", "MUST succeed"))
+	return len(ids)
+}

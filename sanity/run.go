@@ -1,0 +1,146 @@
+package sanity
+
+import (
+	"bytes"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"go.uber.org/goleak"
+)
+
+// Run tests target against the CSI spec as configured by cfg, as plain
+// subtests of t: Identity once, then, for each access type of
+// cfg.AccessType, the Controller, Snapshots, Expansion, Modify, Node,
+// GroupController, DataPath, Pagination, Concurrency and Restart areas,
+// then SecretLogs and Hygiene over the whole run. Run returns when every
+// case has finished and the in-process driver, if any, has stopped.
+func Run(t *testing.T, target Target, cfg Config) {
+	t.Helper()
+	cfg = cfg.withDefaults()
+	var leakOpts []goleak.Option
+	if target.start != nil && cfg.Areas&Hygiene != 0 {
+		leakOpts = append(leakOpts, goleak.IgnoreCurrent())
+		for _, f := range cfg.IgnoreGoroutines {
+			leakOpts = append(leakOpts, goleak.IgnoreTopFunction(f))
+		}
+	}
+	if cfg.BaseDir == "" {
+		cfg.BaseDir = t.TempDir()
+	}
+	in, err := target.launch(&cfg)
+	if err != nil {
+		t.Fatalf("sanity: starting the target: %v", err)
+	}
+	stopped := false
+	stop := func() {
+		if !stopped {
+			stopped = true
+			if err := in.close(); err != nil {
+				t.Errorf("sanity: stopping the target: %v", err)
+			}
+		}
+	}
+	defer stop()
+	if cfg.Log == nil && in.log != nil {
+		cfg.Log = func() ([]byte, error) { return in.log.Bytes(), nil }
+	}
+	s := &suite{
+		cfg: cfg, in: in, base: cfg.BaseDir, runID: randomHex(4), seq: new(atomic.Int64),
+		id: csi.NewIdentityClient(in.conn), ctl: csi.NewControllerClient(in.conn),
+		node: csi.NewNodeClient(in.conn), grp: csi.NewGroupControllerClient(in.conn),
+		access: MountAccess,
+	}
+	if cfg.AccessType == BlockAccess {
+		s.access = BlockAccess
+	}
+	s.discover(t)
+
+	area := func(a Area, name string, f func(*testing.T, *suite), s *suite) {
+		if cfg.Areas&a != 0 {
+			t.Run(name, func(t *testing.T) { f(t, s) })
+		}
+	}
+	area(Identity, "Identity", identityCases, s)
+	for _, a := range []AccessType{MountAccess, BlockAccess} {
+		if cfg.AccessType&a == 0 {
+			continue
+		}
+		ts := s.with(a)
+		t.Run(accessName(a), func(t *testing.T) {
+			area := func(ar Area, name string, f func(*testing.T, *suite)) {
+				if cfg.Areas&ar != 0 {
+					t.Run(name, func(t *testing.T) { f(t, ts) })
+				}
+			}
+			area(Controller, "Controller", controllerCases)
+			area(Snapshots, "Snapshots", snapshotCases)
+			area(Expansion, "Expansion", expansionCases)
+			area(Modify, "Modify", modifyCases)
+			area(Node, "Node", nodeCases)
+			area(GroupController, "GroupController", groupCases)
+			area(DataPath, "DataPath", dataPathCases)
+			area(Pagination, "Pagination", paginationCases)
+			area(Concurrency, "Concurrency", concurrencyCases)
+			area(Restart, "Restart", restartCases)
+		})
+	}
+	area(SecretLogs, "SecretLogs", secretLogCases, s)
+
+	if cfg.Areas&Hygiene != 0 {
+		t.Run("Hygiene", func(t *testing.T) {
+			t.Run("no_mounts_left", func(t *testing.T) {
+				mps, err := mountsUnder(cfg.BaseDir)
+				if err != nil {
+					t.Fatalf("reading /proc/self/mountinfo: %v", err)
+				}
+				if len(mps) > 0 {
+					t.Errorf("got mounts left under %s after the run: %s, want none", cfg.BaseDir, strings.Join(mps, ", "))
+					for _, mp := range mps {
+						_ = detach(mp)
+					}
+				}
+			})
+			t.Run("no_goroutines_leaked", func(t *testing.T) {
+				if target.start == nil {
+					t.Skip("goroutines are checked for in-process targets only")
+				}
+				stop()
+				if err := goleak.Find(leakOpts...); err != nil {
+					t.Errorf("got goroutines still running after the driver stopped, want none (set Config.IgnoreGoroutines for deliberate ones): %v", err)
+				}
+			})
+		})
+	}
+}
+
+// accessName names the subtree of an access type.
+func accessName(a AccessType) string {
+	if a == BlockAccess {
+		return "block"
+	}
+	return "mount"
+}
+
+// secretLogCases checks that no secret value reached the driver's log.
+func secretLogCases(t *testing.T, s *suite) {
+	t.Run("no_secret_in_log", func(t *testing.T) {
+		if s.cfg.Log == nil {
+			t.Skip("no Config.Log to search")
+		}
+		log, err := s.cfg.Log()
+		if err != nil {
+			t.Fatalf("reading the driver log: %v", err)
+		}
+		if len(log) == 0 {
+			t.Skip("the driver logged nothing")
+		}
+		for k, v := range s.cfg.Secrets {
+			if v != "" && bytes.Contains(log, []byte(v)) {
+				t.Errorf("got the value of secret %q in the driver log, want it nowhere (a log must show secret keys at most)\n\trule: %s",
+					k, rule("secrets", "secrets are sensitive: the SP MUST NOT log or otherwise leak them (csi_secret fields)"))
+			}
+		}
+	})
+}

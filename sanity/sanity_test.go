@@ -1,0 +1,62 @@
+package sanity_test
+
+import (
+	"log/slog"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/csikit/csikit"
+	"github.com/csikit/csikit/sanity"
+)
+
+// syncLog is a goroutine-safe log buffer.
+type syncLog struct{ ch chan []byte }
+
+func newSyncLog() *syncLog {
+	l := &syncLog{ch: make(chan []byte, 1)}
+	l.ch <- nil
+	return l
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	b := <-l.ch
+	l.ch <- append(b, p...)
+	return len(p), nil
+}
+
+func (l *syncLog) Bytes() ([]byte, error) {
+	b := <-l.ch
+	l.ch <- b
+	return append([]byte(nil), b...), nil
+}
+
+// refTarget serves a refDriver with fault on a state directory that
+// survives restarts, logging to log.
+func refTarget(t *testing.T, fault string, log *syncLog) sanity.Target {
+	dir := t.TempDir()
+	logger := slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return sanity.Restartable(func() (any, csikit.Options, error) {
+		return newRefDriver(dir, logger, fault), csikit.Options{
+			Name: "ref.sanity.csikit.dev", Version: "v1.0.0", NodeID: "node-1",
+			Clone: true, Logger: logger,
+		}, nil
+	})
+}
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the reference driver bind-mounts volumes")
+	}
+}
+
+// TestReference runs the whole harness against the reference driver,
+// which must pass every case it does not skip.
+func TestReference(t *testing.T) {
+	needRoot(t)
+	log := newSyncLog()
+	start := time.Now()
+	sanity.Run(t, refTarget(t, "", log), sanity.Config{Log: log.Bytes})
+	t.Logf("harness against the reference driver took %v", time.Since(start))
+}

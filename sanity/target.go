@@ -1,0 +1,234 @@
+package sanity
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/csikit/csikit"
+	"github.com/csikit/csikit/csi/endpoint"
+)
+
+// Target is the driver a Run tests: a driver value served in-process
+// through csikit (Driver, Restartable) or any CSI driver reachable at an
+// endpoint (Endpoint).
+type Target struct {
+	start    func() (any, csikit.Options, error)
+	endpoint string
+}
+
+// Driver serves driver through csikit.NewServer(driver, opts) on a unix
+// socket in a fresh temporary directory for the duration of the Run. The
+// Restart area skips for it (a value cannot be restarted); use Restartable.
+func Driver(driver any, opts csikit.Options) Target {
+	return Target{start: func() (any, csikit.Options, error) { return driver, opts, nil }, endpoint: ""}
+}
+
+// Restartable serves what start returns like Driver, and restarts it for
+// the Restart area: the harness stops the server (closing the driver and
+// the Options.Journal if they implement io.Closer) and calls start again,
+// which must return a driver on the same persistent state.
+func Restartable(start func() (driver any, opts csikit.Options, err error)) Target {
+	return Target{start: start}
+}
+
+// Endpoint tests the CSI driver listening at ep (unix:///abs/path,
+// /abs/path or tcp://host:port). It serves the Identity, Controller and
+// Node services on that one endpoint.
+func Endpoint(ep string) Target { return Target{endpoint: ep} }
+
+// instance is a started target.
+type instance struct {
+	conn    *grpc.ClientConn
+	sockDir string
+	log     *syncBuffer // in-process capture, or nil
+
+	mu   sync.Mutex
+	stop func() error // stops the in-process server, nil otherwise
+	tgt  Target
+	sock string
+}
+
+// launch starts the target and dials it.
+func (tg Target) launch(cfg *Config) (*instance, error) {
+	in := &instance{tgt: tg}
+	addr := ""
+	if tg.start == nil {
+		network, a, err := endpoint.Parse(tg.endpoint)
+		if err != nil {
+			return nil, err
+		}
+		addr = "passthrough:///" + a
+		if network == "unix" {
+			addr = "unix://" + a
+		}
+	} else {
+		// t.TempDir paths can exceed the 108-byte socket path limit.
+		dir, err := os.MkdirTemp("", "sanity")
+		if err != nil {
+			return nil, err
+		}
+		in.sockDir = dir
+		in.sock = filepath.Join(dir, "csi.sock")
+		if cfg.Log == nil {
+			in.log = &syncBuffer{}
+		}
+		if err := in.serve(); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+		addr = "unix://" + in.sock
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		in.close()
+		return nil, err
+	}
+	in.conn = conn
+	return in, nil
+}
+
+// serve starts the in-process server on in.sock.
+func (in *instance) serve() error {
+	drv, opts, err := in.tgt.start()
+	if err != nil {
+		return fmt.Errorf("sanity: starting the driver: %w", err)
+	}
+	if opts.Logger == nil && in.log != nil {
+		opts.Logger = slog.New(slog.NewJSONHandler(in.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	if opts.DrainTimeout == 0 {
+		opts.DrainTimeout = 5 * time.Second
+	}
+	srv, err := csikit.NewServer(drv, opts)
+	if err != nil {
+		closeAll(drv, opts.Journal)
+		return fmt.Errorf("sanity: csikit.NewServer: %w", err)
+	}
+	lis, err := net.Listen("unix", in.sock)
+	if err != nil {
+		closeAll(drv, opts.Journal)
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, lis) }()
+	in.mu.Lock()
+	in.stop = func() error {
+		cancel()
+		err := <-done
+		return errors.Join(err, closeAll(drv, opts.Journal))
+	}
+	in.mu.Unlock()
+	return nil
+}
+
+// closeAll closes every value that is an io.Closer.
+func closeAll(vs ...any) error {
+	var errs []error
+	for _, v := range vs {
+		if c, ok := v.(io.Closer); ok {
+			errs = append(errs, c.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// canRestart reports whether restart can work, and why not.
+func (in *instance) canRestart(cfg *Config) (bool, string) {
+	if in.tgt.start != nil || cfg.Restart != nil {
+		return true, ""
+	}
+	if in.tgt.endpoint != "" {
+		return false, "no Config.Restart hook for this endpoint"
+	}
+	return false, "sanity.Driver targets cannot restart: build the target with sanity.Restartable"
+}
+
+// restart stops the driver and starts it again, then waits until the
+// connection is ready.
+func (in *instance) restart(ctx context.Context, cfg *Config) error {
+	switch {
+	case cfg.Restart != nil:
+		if err := cfg.Restart(ctx); err != nil {
+			return fmt.Errorf("Config.Restart: %w", err)
+		}
+	case in.tgt.start != nil:
+		in.mu.Lock()
+		stop := in.stop
+		in.stop = nil
+		in.mu.Unlock()
+		if stop != nil {
+			if err := stop(); err != nil {
+				return fmt.Errorf("stopping the driver: %w", err)
+			}
+		}
+		if err := in.serve(); err != nil {
+			return err
+		}
+	default:
+		return errors.New("no restart hook")
+	}
+	in.conn.ResetConnectBackoff()
+	for {
+		s := in.conn.GetState()
+		if s == connectivity.Ready {
+			return nil
+		}
+		if s == connectivity.Idle {
+			in.conn.Connect()
+		}
+		if !in.conn.WaitForStateChange(ctx, s) {
+			return fmt.Errorf("driver not ready after restart: %w", ctx.Err())
+		}
+	}
+}
+
+// close stops everything launch started.
+func (in *instance) close() error {
+	var errs []error
+	if in.conn != nil {
+		errs = append(errs, in.conn.Close())
+	}
+	in.mu.Lock()
+	stop := in.stop
+	in.stop = nil
+	in.mu.Unlock()
+	if stop != nil {
+		errs = append(errs, stop())
+	}
+	if in.sockDir != "" {
+		errs = append(errs, os.RemoveAll(in.sockDir))
+	}
+	return errors.Join(errs...)
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent writers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return bytes.Clone(b.buf.Bytes())
+}
