@@ -162,7 +162,9 @@ func listSnapshotCases(t *testing.T, s *suite) {
 		resp, err := retry(s, s.ctl.CreateSnapshot, req)
 		must(t, "CreateSnapshot", req, err, "")
 		id := resp.GetSnapshot().GetSnapshotId()
-		t.Cleanup(func() { _, _ = call(s, s.ctl.DeleteSnapshot, &csi.DeleteSnapshotRequest{SnapshotId: id, Secrets: s.cfg.Secrets}) })
+		t.Cleanup(func() {
+			_, _ = call(s, s.ctl.DeleteSnapshot, &csi.DeleteSnapshotRequest{SnapshotId: id, Secrets: s.cfg.Secrets})
+		})
 		ids, err := s.allSnapshotIDs(0)
 		must(t, "ListSnapshots", &csi.ListSnapshotsRequest{}, err, rule("ListSnapshots", "MUST succeed"))
 		expect(t, ids[id] == 1, "ListSnapshots", nil, rule("ListSnapshots", "lists every snapshot exactly once"), "snapshot %s listed %d times, want once", id, ids[id])

@@ -148,7 +148,8 @@ func start(t testing.TB, opts Options) (*Env, error) {
 // run starts a binary of BinDir with the ExtraArgs for its name.
 func (e *Env) run(name string, args []string, restart bool) (*Process, error) {
 	args = append(args, e.Opts.ExtraArgs[name]...)
-	p, err := startProcess(name, filepath.Join(e.Opts.BinDir, name), args, e.Dir, restart, e.Opts.StopGrace)
+	p, err := StartProcess(ProcessOptions{Name: name, Path: filepath.Join(e.Opts.BinDir, name), Args: args,
+		LogDir: e.Dir, Restart: restart, StopGrace: e.Opts.StopGrace})
 	if err != nil {
 		return nil, err
 	}

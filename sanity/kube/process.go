@@ -23,6 +23,7 @@ type Process struct {
 
 	path    string
 	args    []string
+	env     []string
 	restart bool
 	grace   time.Duration
 
@@ -34,11 +35,38 @@ type Process struct {
 	done     chan struct{} // closed when the supervisor has finished
 }
 
-// startProcess starts bin with args, logging to dir/<name>.log.
-func startProcess(name, bin string, args []string, dir string, restart bool, grace time.Duration) (*Process, error) {
+// ProcessOptions configure StartProcess.
+type ProcessOptions struct {
+	// Name names the process and its log file <LogDir>/<Name>.log.
+	Name string
+	// Path is the executable; Args its arguments (never through a shell).
+	Path string
+	Args []string
+	// LogDir receives the log file (required).
+	LogDir string
+	// Env is the environment (default: PATH and HOME=LogDir only).
+	Env []string
+	// Restart restarts the process whenever it exits before Stop.
+	Restart bool
+	// StopGrace is the time between SIGTERM and SIGKILL (default 3s).
+	StopGrace time.Duration
+}
+
+// StartProcess starts a supervised process, e.g. a vendor's driver binary
+// to pass to Start as Endpoint. The caller must Stop it (t.Cleanup).
+func StartProcess(o ProcessOptions) (*Process, error) {
+	if o.Name == "" || o.Path == "" || o.LogDir == "" {
+		return nil, errors.New("kube: ProcessOptions need Name, Path and LogDir")
+	}
+	if o.StopGrace <= 0 {
+		o.StopGrace = 3 * time.Second
+	}
+	if o.Env == nil {
+		o.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + o.LogDir}
+	}
 	p := &Process{
-		Name: name, LogPath: filepath.Join(dir, name+".log"),
-		path: bin, args: args, restart: restart, grace: grace,
+		Name: o.Name, LogPath: filepath.Join(o.LogDir, o.Name+".log"),
+		path: o.Path, args: o.Args, env: o.Env, restart: o.Restart, grace: o.StopGrace,
 		done: make(chan struct{}),
 	}
 	if err := p.spawn(); err != nil {
@@ -56,7 +84,7 @@ func (p *Process) spawn() error {
 	defer logf.Close()
 	cmd := exec.Command(p.path, p.args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + filepath.Dir(p.LogPath)}
+	cmd.Env = p.env
 	cmd.SysProcAttr = childAttr()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("kube: start %s: %w", p.Name, err)
