@@ -47,6 +47,12 @@ func nodeCases(t *testing.T, s *suite) {
 	t.Run("NodeStageVolume", func(t *testing.T) { s.needNode(t, ncStage); nodeStageCases(t, s) })
 	t.Run("NodeGetVolumeStats", func(t *testing.T) { s.needNode(t, ncStats); statsCases(t, s) })
 	t.Run("NodeGetVolumeHealth", func(t *testing.T) { s.needNode(t, ncHealth); healthCases(t, s) })
+	t.Run("NodeGetStorageHealth/answers", func(t *testing.T) {
+		s.needNode(t, ncStorage)
+		req := &csi.NodeGetStorageHealthRequest{}
+		_, err := call(s, s.node.NodeGetStorageHealth, req)
+		must(t, "NodeGetStorageHealth", req, err, rule("NodeGetStorageHealth", "MUST succeed for a plugin advertising GET_STORAGE_HEALTH"))
+	})
 	t.Run("lifecycle/works", func(t *testing.T) {
 		s.needNode(t)
 		s.needCtrl(t, ccCreate)
@@ -280,11 +286,5 @@ func healthCases(t *testing.T, s *suite) {
 		must(t, "NodeGetVolumeHealth", req, err, rule("NodeGetVolumeHealth", "MUST succeed for a published volume"))
 		expect(t, resp.GetVolumeHealth().GetVolumeId() == m.vol.GetVolumeId(), "NodeGetVolumeHealth", req,
 			rule("NodeGetVolumeHealth", "volume_health names the volume asked about"), "volume_health %v, want volume %s", resp.GetVolumeHealth(), m.vol.GetVolumeId())
-	})
-	t.Run("NodeGetStorageHealth", func(t *testing.T) {
-		s.needNode(t, ncStorage)
-		req := &csi.NodeGetStorageHealthRequest{}
-		_, err := call(s, s.node.NodeGetStorageHealth, req)
-		must(t, "NodeGetStorageHealth", req, err, rule("NodeGetStorageHealth", "MUST succeed for a plugin advertising GET_STORAGE_HEALTH"))
 	})
 }
