@@ -52,7 +52,7 @@ func TestProcessRestartAndStop(t *testing.T) {
 // A process that ignores SIGTERM is killed after the grace period.
 func TestProcessStopEscalatesToSIGKILL(t *testing.T) {
 	p, err := kube.StartProcess(kube.ProcessOptions{
-		Name: "stubborn", Path: "/bin/sh", Args: []string{"-c", "trap '' TERM; sleep 600 & wait"},
+		Name: "stubborn", Path: "/bin/sh", Args: []string{"-c", "trap '' TERM; while :; do sleep 0.1; done"},
 		LogDir: t.TempDir(), StopGrace: 300 * time.Millisecond,
 	})
 	if err != nil {
