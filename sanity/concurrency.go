@@ -111,6 +111,8 @@ func concurrencyCases(t *testing.T, s *suite) {
 			code codes.Code
 			err  error
 		}
+		// Each call retries while it gets ABORTED, so every one of them
+		// really runs against whatever state the others left.
 		answers := make(chan answer, 3*s.cfg.Concurrency)
 		var wg sync.WaitGroup
 		for i := range s.cfg.Concurrency {
@@ -118,15 +120,15 @@ func concurrencyCases(t *testing.T, s *suite) {
 				switch i % 3 {
 				case 0:
 					req := s.publishReq(m, false)
-					_, err := call(s, s.node.NodePublishVolume, req)
+					_, err := retry(s, s.node.NodePublishVolume, req)
 					answers <- answer{"NodePublishVolume", req, status.Code(err), err}
 				case 1:
 					req := &csi.NodeUnpublishVolumeRequest{VolumeId: v.GetVolumeId(), TargetPath: m.target}
-					_, err := call(s, s.node.NodeUnpublishVolume, req)
+					_, err := retry(s, s.node.NodeUnpublishVolume, req)
 					answers <- answer{"NodeUnpublishVolume", req, status.Code(err), err}
 				default:
 					req := &csi.DeleteVolumeRequest{VolumeId: v.GetVolumeId(), Secrets: s.cfg.Secrets}
-					_, err := call(s, s.ctl.DeleteVolume, req)
+					_, err := retry(s, s.ctl.DeleteVolume, req)
 					answers <- answer{"DeleteVolume", req, status.Code(err), err}
 				}
 			})

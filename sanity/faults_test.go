@@ -28,6 +28,7 @@ var faults = []struct {
 	{"forget_on_restart", "mount/Restart/CreateVolume/retry_after_restart"},
 	{"ignores_readonly", "mount/DataPath/readonly_publish_refuses_writes"},
 	{"hang", "Identity/Probe/ready_or_failed_precondition"},
+	{"delete_staged", "block/Concurrency/racing_publish_unpublish_delete"},
 }
 
 // faultEnv names the fault TestFaultHelper injects; only the faults test
@@ -42,7 +43,7 @@ func TestFaultHelper(t *testing.T) {
 	if fault == "" {
 		t.Skip("run by TestFaults in a child process")
 	}
-	cfg := sanity.Config{}
+	cfg := sanity.Config{AccessType: sanity.BothAccess}
 	if fault == "hang" {
 		cfg.CallTimeout = time.Second
 	}

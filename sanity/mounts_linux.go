@@ -83,3 +83,42 @@ func unescapeMountinfo(s string) string {
 // detach lazily unmounts path, so a leak the harness found does not
 // outlive the test.
 func detach(path string) error { return unix.Unmount(path, unix.MNT_DETACH) }
+
+// loopDevices returns the attached loop devices and their backing files,
+// read from /sys/block/loop*/loop/backing_file.
+func loopDevices() map[string]string {
+	out := map[string]string{}
+	ms, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, m := range ms {
+		b, err := os.ReadFile(m)
+		if err != nil {
+			continue
+		}
+		dev := "/dev/" + filepath.Base(filepath.Dir(filepath.Dir(m)))
+		out[dev] = strings.TrimSpace(string(b))
+	}
+	return out
+}
+
+// orphanLoops returns the loop devices attached since before whose backing
+// file has been deleted: nobody can reach them any more, so they leaked.
+func orphanLoops(before map[string]string) []string {
+	var out []string
+	for dev, file := range loopDevices() {
+		if before[dev] != file && strings.HasSuffix(file, " (deleted)") {
+			out = append(out, dev+" ("+file+")")
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// detachLoop detaches a leaked loop device.
+func detachLoop(dev string) error {
+	f, err := os.OpenFile(dev, os.O_RDONLY, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return unix.IoctlSetInt(int(f.Fd()), unix.LOOP_CLR_FD, 0)
+}

@@ -12,3 +12,9 @@ func capacity(string) (int64, error) { return 0, errUnsupported }
 func mountsUnder(string) ([]string, error) { return nil, nil }
 
 func detach(string) error { return errUnsupported }
+
+func loopDevices() map[string]string { return nil }
+
+func orphanLoops(map[string]string) []string { return nil }
+
+func detachLoop(string) error { return errUnsupported }

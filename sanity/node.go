@@ -195,6 +195,23 @@ func nodeStageCases(t *testing.T, s *suite) {
 		_, err := call(s, s.node.NodeStageVolume, req)
 		wantCode(t, "NodeStageVolume", req, err, rule("NodeStageVolume", "the volume does not exist → NOT_FOUND"), codes.NotFound)
 	})
+	t.Run("delete_while_staged", func(t *testing.T) {
+		s.needCtrl(t, ccCreate)
+		resp, err := retry(s, s.ctl.CreateVolume, s.createReq(s.name("delstaged")))
+		must(t, "CreateVolume", nil, err, "")
+		v := resp.GetVolume()
+		s.deleteOnCleanup(t, v.GetVolumeId())
+		staging, target := s.caseDir(t)
+		m := &mounted{vol: v, cap: s.volCap(sw), staging: staging, target: target}
+		s.stage(t, m)
+		req := &csi.DeleteVolumeRequest{VolumeId: v.GetVolumeId(), Secrets: s.cfg.Secrets}
+		_, err = retry(s, s.ctl.DeleteVolume, req)
+		if err != nil {
+			wantCode(t, "DeleteVolume", req, err, rule("DeleteVolume", "a volume in use is refused with FAILED_PRECONDITION (or deleted without leaking what staging attached)"), codes.FailedPrecondition)
+		}
+		// The case's cleanup unstages and checks nothing staging attached
+		// (mounts, loop devices) is left.
+	})
 	t.Run("Unstage/missing_volume_id", func(t *testing.T) {
 		staging, _ := s.caseDir(t)
 		req := &csi.NodeUnstageVolumeRequest{StagingTargetPath: staging}

@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/csikit/csikit/block"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -32,8 +34,8 @@ import (
 // directories under a state directory, staging and publishing are real
 // bind mounts (so it needs root), snapshots and clones are copies. Its
 // state lives entirely on disk, so a new refDriver on the same directory
-// is the old one restarted. It serves mount volumes only (examples/hostpath
-// covers block).
+// is the old one restarted. Block volumes are sparse image files attached
+// to loop devices at stage time.
 //
 // fault, when set, breaks one behaviour on purpose; faults_test.go checks
 // that the case meant to catch each fault does.
@@ -65,6 +67,7 @@ type refMeta struct {
 	Capacity int64  `json:"capacity,omitempty"`
 	Source   string `json:"source,omitempty"` // snapshots: source volume; volumes: "snap:ID" or "vol:ID"
 	Created  int64  `json:"created,omitempty"`
+	Block    bool   `json:"block,omitempty"` // data is disk.img, not the data directory
 }
 
 func hashID(prefix, name string) string {
@@ -81,7 +84,35 @@ func safe(id string) bool {
 	return err == nil
 }
 
-func (d *refDriver) volDir(id string) string  { return filepath.Join(d.dir, "vols", id) }
+func (d *refDriver) volDir(id string) string { return filepath.Join(d.dir, "vols", id) }
+func (d *refDriver) img(id string) string    { return filepath.Join(d.volDir(id), "disk.img") }
+
+// stagedMark exists while a volume is staged; DeleteVolume refuses then.
+func (d *refDriver) stagedMark(id string) string { return filepath.Join(d.volDir(id), "staged") }
+
+// fill creates a volume or snapshot directory with meta m and the data of
+// the volume or snapshot directory from, if any.
+func (d *refDriver) fill(dir, from string, m refMeta) error {
+	if err := writeMeta(dir, m); err != nil {
+		return err
+	}
+	if m.Block {
+		if from != "" {
+			if err := copyFile(filepath.Join(from, "disk.img"), filepath.Join(dir, "disk.img")); err != nil {
+				return err
+			}
+		}
+		f, err := os.OpenFile(filepath.Join(dir, "disk.img"), os.O_RDWR|os.O_CREATE, 0o640)
+		if err != nil {
+			return err
+		}
+		return errors.Join(f.Truncate(m.Capacity), f.Close())
+	}
+	if from == "" {
+		return nil
+	}
+	return copyDir(filepath.Join(from, "data"), filepath.Join(dir, "data"))
+}
 func (d *refDriver) snapDir(id string) string { return filepath.Join(d.dir, "snaps", id) }
 
 func readMeta(dir string) (refMeta, bool) {
@@ -124,7 +155,8 @@ func (d *refDriver) Probe(ctx context.Context, _ *csi.ProbeRequest) (*csi.ProbeR
 	return &csi.ProbeResponse{Ready: wrapperspb.Bool(true)}, nil
 }
 
-func (d *refDriver) CreateVolume(_ context.Context, r *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+func (d *refDriver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+	isBlock := r.GetVolumeCapabilities()[0].GetBlock() != nil
 	if d.fault == "secret_logged" {
 		d.log.Info("creating volume", "name", r.GetName(), "secrets", r.GetSecrets())
 	}
@@ -161,7 +193,7 @@ func (d *refDriver) CreateVolume(_ context.Context, r *csi.CreateVolumeRequest) 
 	}
 	if m, ok := readMeta(d.volDir(id)); ok {
 		lim := r.GetCapacityRange().GetLimitBytes()
-		if m.Capacity < r.GetCapacityRange().GetRequiredBytes() || (lim > 0 && m.Capacity > lim) || m.Source != src {
+		if m.Capacity < r.GetCapacityRange().GetRequiredBytes() || (lim > 0 && m.Capacity > lim) || m.Source != src || m.Block != isBlock {
 			return nil, status.Errorf(codes.AlreadyExists, "volume %q exists with other capacity or source", r.GetName())
 		}
 		return resp(m), nil
@@ -170,36 +202,40 @@ func (d *refDriver) CreateVolume(_ context.Context, r *csi.CreateVolumeRequest) 
 	switch {
 	case strings.HasPrefix(src, "snap:"):
 		sid := strings.TrimPrefix(src, "snap:")
-		if _, ok := readMeta(d.snapDir(sid)); !safe(sid) || !ok {
+		sm, ok := readMeta(d.snapDir(sid))
+		if !safe(sid) || !ok {
 			return nil, status.Errorf(codes.NotFound, "source snapshot %q not found", sid)
 		}
-		from = filepath.Join(d.snapDir(sid), "data")
+		if sm.Block != isBlock {
+			return nil, status.Errorf(codes.InvalidArgument, "source snapshot is block=%v, the volume block=%v", sm.Block, isBlock)
+		}
+		from = d.snapDir(sid)
 	case strings.HasPrefix(src, "vol:"):
 		vid := strings.TrimPrefix(src, "vol:")
-		if _, err := d.volume(vid); err != nil {
+		vm, err := d.volume(vid)
+		if err != nil {
 			return nil, status.Errorf(codes.NotFound, "source volume %q not found", vid)
 		}
-		from = filepath.Join(d.volDir(vid), "data")
-	}
-	m := refMeta{Name: r.GetName(), Capacity: size, Source: src}
-	if err := writeMeta(d.volDir(id), m); err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
-	}
-	if from != "" {
-		if err := copyDir(from, filepath.Join(d.volDir(id), "data")); err != nil {
-			return nil, status.Error(codes.Internal, err.Error())
+		if vm.Block != isBlock {
+			return nil, status.Errorf(codes.InvalidArgument, "source volume is block=%v, the volume block=%v", vm.Block, isBlock)
 		}
+		from = d.volDir(vid)
+	}
+	m := refMeta{Name: r.GetName(), Capacity: size, Source: src, Block: isBlock}
+	if err := d.fill(d.volDir(id), from, m); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
 	}
 	return resp(m), nil
 }
 
 func (d *refDriver) ValidateVolumeCapabilities(_ context.Context, r *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
-	if _, err := d.volume(r.GetVolumeId()); err != nil {
+	vm, err := d.volume(r.GetVolumeId())
+	if err != nil {
 		return nil, err
 	}
 	for _, c := range r.GetVolumeCapabilities() {
-		m := c.GetAccessMode().GetMode()
-		if c.GetMount() == nil || (m != csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER && m != csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY) {
+		mode := c.GetAccessMode().GetMode()
+		if (c.GetBlock() != nil) != vm.Block || (mode != csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER && mode != csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY) {
 			return &csi.ValidateVolumeCapabilitiesResponse{Message: "only mount volumes on a single node"}, nil
 		}
 	}
@@ -212,6 +248,9 @@ func (d *refDriver) DeleteVolume(_ context.Context, r *csi.DeleteVolumeRequest) 
 			return nil, err
 		}
 		return &csi.DeleteVolumeResponse{}, nil
+	}
+	if _, err := os.Stat(d.stagedMark(r.GetVolumeId())); err == nil && d.fault != "delete_staged" {
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %q is staged on a node", r.GetVolumeId())
 	}
 	return &csi.DeleteVolumeResponse{}, os.RemoveAll(d.volDir(r.GetVolumeId()))
 }
@@ -270,6 +309,11 @@ func (d *refDriver) ControllerExpandVolume(_ context.Context, r *csi.ControllerE
 		return nil, status.Errorf(codes.OutOfRange, "capacity %d exceeds the %d bytes this driver serves", req, int64(refMaxBytes))
 	}
 	m.Capacity = max(m.Capacity, r.GetCapacityRange().GetRequiredBytes())
+	if m.Block {
+		if err := os.Truncate(d.img(r.GetVolumeId()), m.Capacity); err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+	}
 	if err := writeMeta(d.volDir(r.GetVolumeId()), m); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
@@ -290,11 +334,9 @@ func (d *refDriver) CreateSnapshot(_ context.Context, r *csi.CreateSnapshotReque
 		}
 		return resp(m), nil
 	}
-	m := refMeta{Name: r.GetName(), Source: r.GetSourceVolumeId(), Created: time.Now().UnixNano()}
-	if err := writeMeta(d.snapDir(id), m); err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
-	}
-	if err := copyDir(filepath.Join(d.volDir(m.Source), "data"), filepath.Join(d.snapDir(id), "data")); err != nil {
+	src, _ := d.volume(r.GetSourceVolumeId())
+	m := refMeta{Name: r.GetName(), Source: r.GetSourceVolumeId(), Created: time.Now().UnixNano(), Block: src.Block, Capacity: src.Capacity}
+	if err := d.fill(d.snapDir(id), d.volDir(m.Source), m); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	return resp(m), nil
@@ -328,9 +370,23 @@ func (d *refDriver) ListSnapshots(_ context.Context, r *csi.ListSnapshotsRequest
 	return resp, nil
 }
 
-func (d *refDriver) NodeStageVolume(_ context.Context, r *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
-	if _, err := d.volume(r.GetVolumeId()); err != nil {
+func (d *refDriver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
+	m, err := d.volume(r.GetVolumeId())
+	if err != nil {
 		return nil, err
+	}
+	if m.Block != (r.GetVolumeCapability().GetBlock() != nil) {
+		return nil, status.Errorf(codes.InvalidArgument, "volume is block=%v", m.Block)
+	}
+	if err := os.WriteFile(d.stagedMark(r.GetVolumeId()), nil, 0o640); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	if m.Block {
+		if _, ok, err := block.FindLoop(ctx, d.img(r.GetVolumeId())); err != nil || ok {
+			return &csi.NodeStageVolumeResponse{}, err
+		}
+		_, err := block.AttachLoop(ctx, d.img(r.GetVolumeId()), block.LoopOptions{})
+		return &csi.NodeStageVolumeResponse{}, err
 	}
 	if ok, _ := mountedAt(r.GetStagingTargetPath()); ok {
 		return &csi.NodeStageVolumeResponse{}, nil
@@ -342,7 +398,17 @@ func (d *refDriver) NodeStageVolume(_ context.Context, r *csi.NodeStageVolumeReq
 	return &csi.NodeStageVolumeResponse{}, nil
 }
 
-func (d *refDriver) NodeUnstageVolume(_ context.Context, r *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
+func (d *refDriver) NodeUnstageVolume(ctx context.Context, r *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
+	if m, err := d.volume(r.GetVolumeId()); err == nil {
+		defer os.Remove(d.stagedMark(r.GetVolumeId()))
+		if m.Block {
+			dev, ok, err := block.FindLoop(ctx, d.img(r.GetVolumeId()))
+			if err != nil || !ok {
+				return &csi.NodeUnstageVolumeResponse{}, err
+			}
+			return &csi.NodeUnstageVolumeResponse{}, block.DetachLoop(ctx, dev)
+		}
+	}
 	if ok, _ := mountedAt(r.GetStagingTargetPath()); ok {
 		if err := unix.Unmount(r.GetStagingTargetPath(), 0); err != nil {
 			return nil, status.Errorf(codes.Internal, "unmount: %v", err)
@@ -351,8 +417,9 @@ func (d *refDriver) NodeUnstageVolume(_ context.Context, r *csi.NodeUnstageVolum
 	return &csi.NodeUnstageVolumeResponse{}, nil
 }
 
-func (d *refDriver) NodePublishVolume(_ context.Context, r *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
-	if _, err := d.volume(r.GetVolumeId()); err != nil {
+func (d *refDriver) NodePublishVolume(ctx context.Context, r *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
+	m, err := d.volume(r.GetVolumeId())
+	if err != nil {
 		return nil, err
 	}
 	if ok, ro := mountedAt(r.GetTargetPath()); ok {
@@ -360,6 +427,16 @@ func (d *refDriver) NodePublishVolume(_ context.Context, r *csi.NodePublishVolum
 			return nil, status.Errorf(codes.AlreadyExists, "published at the target with readonly=%v", ro)
 		}
 		return &csi.NodePublishVolumeResponse{}, nil
+	}
+	if m.Block {
+		dev, ok, err := block.FindLoop(ctx, d.img(r.GetVolumeId()))
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, status.Errorf(codes.FailedPrecondition, "volume is not staged")
+		}
+		return &csi.NodePublishVolumeResponse{}, block.MountBlock(ctx, block.MountOptions{Device: dev, Target: r.GetTargetPath(), ReadOnly: r.GetReadonly()})
 	}
 	if ok, _ := mountedAt(r.GetStagingTargetPath()); !ok {
 		return nil, status.Errorf(codes.FailedPrecondition, "volume is not staged at the staging path")
@@ -437,6 +514,24 @@ func mountedAt(path string) (mounted, readonly bool) {
 		}
 	}
 	return mounted, readonly
+}
+
+// copyFile copies a file.
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // copyDir copies the regular files of src into dst.

@@ -41,7 +41,7 @@ func refTarget(t *testing.T, fault string, log *syncLog) sanity.Target {
 	return sanity.Restartable(func() (any, csikit.Options, error) {
 		return newRefDriver(dir, logger, fault), csikit.Options{
 			Name: "ref.sanity.csikit.dev", Version: "v1.0.0", NodeID: "node-1",
-			Clone: true, Logger: logger,
+			Clone: true, Logger: logger, VolumeModes: csikit.Mount | csikit.Block,
 		}, nil
 	})
 }
@@ -59,6 +59,6 @@ func TestReference(t *testing.T) {
 	needRoot(t)
 	log := newSyncLog()
 	start := time.Now()
-	sanity.Run(t, refTarget(t, "", log), sanity.Config{Log: log.Bytes})
+	sanity.Run(t, refTarget(t, "", log), sanity.Config{Log: log.Bytes, AccessType: sanity.BothAccess})
 	t.Logf("harness against the reference driver took %v", time.Since(start))
 }

@@ -187,7 +187,20 @@ func (s *suite) caseDir(t *testing.T) (staging, target string) {
 	if err := s.cfg.NodeFS.MkdirAll(staging); err != nil {
 		t.Fatalf("creating staging directory: %v", err)
 	}
+	var loops map[string]string
+	if s.access == BlockAccess {
+		loops = loopDevices()
+	}
 	t.Cleanup(func() {
+		if loops != nil {
+			for _, l := range orphanLoops(loops) {
+				t.Errorf("loop device %s left attached to a deleted file after the case\n\trule: %s", l,
+					rule("DeleteVolume/NodeUnstageVolume", "a volume in use is not deleted (FAILED_PRECONDITION), and unstaging releases what staging attached"))
+				if err := detachLoop(strings.Fields(l)[0]); err != nil {
+					t.Errorf("detaching leaked loop device %s: %v", l, err)
+				}
+			}
+		}
 		mps, err := mountsUnder(dir)
 		if err != nil {
 			t.Errorf("reading mounts: %v", err)
@@ -201,6 +214,10 @@ func (s *suite) caseDir(t *testing.T) (staging, target string) {
 					t.Errorf("detaching leaked mount %s: %v", mp, err)
 				}
 			}
+		}
+		if left, _ := mountsUnder(dir); len(left) > 0 {
+			t.Errorf("not removing %s: mounts still below it: %s", dir, strings.Join(left, ", "))
+			return
 		}
 		if err := s.cfg.NodeFS.RemoveAll(dir); err != nil {
 			t.Errorf("removing %s: %v", dir, err)

@@ -110,7 +110,6 @@ func apiServerArgs(dir string, port, etcdPort int) []string {
 		"--service-cluster-ip-range=10.0.0.0/24",
 		"--endpoint-reconciler-type=none",
 		"--allow-privileged=true",
-		"--enable-priority-and-fairness=false",
 		"--disable-admission-plugins=ServiceAccount",
 		"--v=1",
 	}

@@ -18,7 +18,6 @@ func sidecarArgs(name, sock, kubeconfig string, o *Options) ([]string, error) {
 	switch name {
 	case BinProvisioner:
 		return append(common,
-			"--feature-gates=Topology=true",
 			"--extra-create-metadata",
 			"--retry-interval-start=300ms", "--retry-interval-max=5s",
 			"--default-fstype=ext4",
