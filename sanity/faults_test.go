@@ -23,6 +23,7 @@ var faults = []struct {
 	{"duplicate_on_retry", "mount/Controller/CreateVolume/same_name_same_request"},
 	{"leaked_mount", "mount/Node/NodeUnpublishVolume/removes_target_path"},
 	{"secret_logged", "SecretLogs/no_secret_in_log"},
+	{"secret_in_error", "SecretLogs/no_secret_in_errors"},
 	{"broken_pagination", "mount/Pagination/ListVolumes/every_entry_once"},
 	{"lost_data", "mount/DataPath/survives_republish"},
 	{"forget_on_restart", "mount/Restart/CreateVolume/retry_after_restart"},

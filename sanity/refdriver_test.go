@@ -322,6 +322,9 @@ func (d *refDriver) ControllerExpandVolume(_ context.Context, r *csi.ControllerE
 
 func (d *refDriver) CreateSnapshot(_ context.Context, r *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
 	if _, err := d.volume(r.GetSourceVolumeId()); err != nil {
+		if d.fault == "secret_in_error" {
+			return nil, status.Errorf(codes.NotFound, "source volume not found (credentials %v)", r.GetSecrets())
+		}
 		return nil, err
 	}
 	id := hashID("s", r.GetName())

@@ -25,7 +25,22 @@ func rule(section, text string) string { return Spec + " " + section + ": " + te
 func call[Q proto.Message, R any](s *suite, f func(context.Context, Q, ...grpc.CallOption) (R, error), q Q) (R, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.CallTimeout)
 	defer cancel()
-	return f(ctx, q)
+	r, err := f(ctx, q)
+	if err != nil {
+		s.scanError(q, err)
+	}
+	return r, err
+}
+
+// scanError records an error message that carries a secret value: error
+// messages reach CO logs and Kubernetes events.
+func (s *suite) scanError(q proto.Message, err error) {
+	msg := status.Convert(err).Message()
+	for k, v := range s.cfg.Secrets {
+		if v != "" && strings.Contains(msg, v) {
+			s.leaks.add(fmt.Sprintf("the value of secret %q in the error answering %s: code %s", k, proto.MessageName(q), status.Code(err)))
+		}
+	}
 }
 
 // describe renders the outcome of a call for a failure message: what was

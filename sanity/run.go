@@ -50,7 +50,7 @@ func Run(t *testing.T, target Target, cfg Config) {
 		cfg: cfg, in: in, base: cfg.BaseDir, runID: randomHex(4), seq: new(atomic.Int64),
 		id: csi.NewIdentityClient(in.conn), ctl: csi.NewControllerClient(in.conn),
 		node: csi.NewNodeClient(in.conn), grp: csi.NewGroupControllerClient(in.conn),
-		access: MountAccess,
+		access: MountAccess, leaks: &leakList{},
 	}
 	if cfg.AccessType == BlockAccess {
 		s.access = BlockAccess
@@ -123,8 +123,15 @@ func accessName(a AccessType) string {
 	return "mount"
 }
 
-// secretLogCases checks that no secret value reached the driver's log.
+// secretLogCases checks that no secret value reached the driver's log or
+// an error message the driver returned.
 func secretLogCases(t *testing.T, s *suite) {
+	t.Run("no_secret_in_errors", func(t *testing.T) {
+		for _, l := range s.leaks.list() {
+			t.Errorf("got %s, want secrets in no error message\n\trule: %s", l,
+				rule("secrets", "secrets are sensitive: the SP MUST NOT log or otherwise leak them (csi_secret fields)"))
+		}
+	})
 	t.Run("no_secret_in_log", func(t *testing.T) {
 		if s.cfg.Log == nil {
 			t.Skip("no Config.Log to search")

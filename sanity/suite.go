@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -26,6 +27,7 @@ type suite struct {
 	runID  string
 	seq    *atomic.Int64
 	access AccessType // MountAccess or BlockAccess in typed areas
+	leaks  *leakList  // secrets seen in error messages
 
 	plugin    map[csi.PluginCapability_Service_Type]bool
 	expansion csi.PluginCapability_VolumeExpansion_Type
@@ -34,6 +36,24 @@ type suite struct {
 	grpCaps   map[csi.GroupControllerServiceCapability_RPC_Type]bool
 	hasNode   bool
 	nodeInfo  *csi.NodeGetInfoResponse
+}
+
+// leakList collects secret leaks found while the cases run.
+type leakList struct {
+	mu    sync.Mutex
+	items []string
+}
+
+func (l *leakList) add(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.items = append(l.items, s)
+}
+
+func (l *leakList) list() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.items...)
 }
 
 // discover reads what the driver advertises.
