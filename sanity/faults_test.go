@@ -32,6 +32,10 @@ var faults = []struct {
 	{"delete_staged", "block/Concurrency/racing_publish_unpublish_delete"},
 }
 
+// selftestSecret is the secret the fault runs send; it must never appear
+// in the harness's output, whatever the driver does with it.
+const selftestSecret = "selftest-secret-value-7f3a"
+
 // faultEnv names the fault TestFaultHelper injects; only the faults test
 // sets it, in the child process it starts.
 const faultEnv = "SANITY_SELFTEST_FAULT"
@@ -44,7 +48,7 @@ func TestFaultHelper(t *testing.T) {
 	if fault == "" {
 		t.Skip("run by TestFaults in a child process")
 	}
-	cfg := sanity.Config{AccessType: sanity.BothAccess}
+	cfg := sanity.Config{AccessType: sanity.BothAccess, Secrets: map[string]string{"selftest-key": selftestSecret}}
 	if fault == "hang" {
 		cfg.CallTimeout = time.Second
 	}
@@ -85,6 +89,21 @@ func TestFaults(t *testing.T) {
 			}
 			if !found {
 				t.Fatalf("fault %s: got failures %v, want %s among them\n%s", f.fault, failed, f.catches, out.String())
+			}
+			if strings.Contains(out.String(), selftestSecret) {
+				t.Errorf("fault %s: the harness printed the secret value in its output, want it stripped", f.fault)
+			}
+			if f.fault == "wrong_code" {
+				// What a vendor reads: RPC, code received, stripped
+				// request, spec rule.
+				for _, want := range []string{
+					`DeleteVolume: got NotFound`, `want OK`, `request: {"volume_id":"sanity-missing-volume-`,
+					`"secrets":{"selftest-key":"***stripped***"}`, `rule: CSI v1.14 DeleteVolume: a volume that does not exist counts as deleted → OK`,
+				} {
+					if !strings.Contains(out.String(), want) {
+						t.Errorf("fault %s: failure output lacks %q:\n%s", f.fault, want, out.String())
+					}
+				}
 			}
 			if strings.Contains(out.String(), "panic:") {
 				t.Errorf("fault %s: the harness panicked:\n%s", f.fault, out.String())

@@ -47,7 +47,8 @@ func (s *suite) scanError(q proto.Message, err error) {
 // received, the stripped request and the rule.
 func describe(rpc string, req proto.Message, err error, want, ruleText string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: got %s, want %s", rpc, got(err), want)
+	// A driver may echo secrets into its errors: never print them.
+	fmt.Fprintf(&b, "%s: got %s, want %s", rpc, secrets.Redact(got(err), req), want)
 	if req != nil {
 		fmt.Fprintf(&b, "\n\trequest: %s", secrets.Format(req))
 	}
