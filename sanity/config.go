@@ -118,7 +118,8 @@ type Config struct {
 
 	// BaseDir is where staging and target paths are created (default a
 	// t.TempDir). For a driver in a container, use a directory both the
-	// test and the driver see under the same path.
+	// test and the driver see under the same path. It must hold no mounts
+	// of its own: Hygiene fails on any mount left below it.
 	BaseDir string
 	// NodeFS performs the harness's own file operations on node paths
 	// (default: this process's filesystem). Replace it for drivers whose
