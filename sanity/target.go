@@ -97,7 +97,31 @@ func (tg Target) launch(cfg *Config) (*instance, error) {
 		return nil, err
 	}
 	in.conn = conn
+	// A driver started just before Run may not listen yet.
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.CallTimeout)
+	defer cancel()
+	if err := in.waitReady(ctx); err != nil {
+		in.close()
+		return nil, fmt.Errorf("sanity: connecting to the driver: %w", err)
+	}
 	return in, nil
+}
+
+// waitReady waits until the connection to the driver is ready.
+func (in *instance) waitReady(ctx context.Context) error {
+	in.conn.ResetConnectBackoff()
+	for {
+		s := in.conn.GetState()
+		if s == connectivity.Ready {
+			return nil
+		}
+		if s == connectivity.Idle || s == connectivity.TransientFailure {
+			in.conn.Connect()
+		}
+		if !in.conn.WaitForStateChange(ctx, s) {
+			return fmt.Errorf("driver not ready (connection %s): %w", s, ctx.Err())
+		}
+	}
 }
 
 // serve starts the in-process server on in.sock.
@@ -181,19 +205,7 @@ func (in *instance) restart(ctx context.Context, cfg *Config) error {
 	default:
 		return errors.New("no restart hook")
 	}
-	in.conn.ResetConnectBackoff()
-	for {
-		s := in.conn.GetState()
-		if s == connectivity.Ready {
-			return nil
-		}
-		if s == connectivity.Idle {
-			in.conn.Connect()
-		}
-		if !in.conn.WaitForStateChange(ctx, s) {
-			return fmt.Errorf("driver not ready after restart: %w", ctx.Err())
-		}
-	}
+	return in.waitReady(ctx)
 }
 
 // close stops everything launch started.
