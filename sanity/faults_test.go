@@ -30,6 +30,7 @@ var faults = []struct {
 	{"ignores_readonly", "mount/DataPath/readonly_publish_refuses_writes"},
 	{"hang", "Identity/Probe/ready_or_failed_precondition"},
 	{"delete_staged", "block/Concurrency/racing_publish_unpublish_delete"},
+	{"leaked_goroutine", "Hygiene/no_goroutines_leaked"},
 }
 
 // selftestSecret is the secret the fault runs send; it must never appear

@@ -155,6 +155,9 @@ func (d *refDriver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest
 	if d.fault == "secret_logged" {
 		d.log.Info("creating volume", "name", r.GetName(), "secrets", r.GetSecrets())
 	}
+	if d.fault == "leaked_goroutine" {
+		go func() { select {} }() // a background worker nobody stops
+	}
 	size := max(r.GetCapacityRange().GetRequiredBytes(), 1<<20)
 	if size > refMaxBytes {
 		return nil, status.Errorf(codes.OutOfRange, "capacity %d exceeds the %d bytes this driver serves", size, int64(refMaxBytes))
