@@ -102,12 +102,14 @@ func lookupPath[T any](field string, get func(T) string) rule {
 	}}
 }
 
-// stagingPath: required when the node plugin stages volumes.
+// stagingPath: required when the node plugin stages volumes, except for
+// CSI ephemeral inline volumes, which kubelet publishes without staging
+// (volume_context "csi.storage.k8s.io/ephemeral" = "true").
 func stagingPath[T any](field string, get func(T) string) rule {
 	return rule{field, func(req any, cfg *Config) problem {
 		t, _ := req.(T)
 		s := get(t)
-		if s == "" && cfg.StageUnstage {
+		if s == "" && cfg.StageUnstage && !ephemeral(req) {
 			return invalid("is required: the node plugin stages volumes (STAGE_UNSTAGE_VOLUME)")
 		}
 		return checkPath(s, false, invalid)
@@ -201,4 +203,14 @@ func when[T any](field, what string, ok func(T) bool) rule {
 		}
 		return invalid(what)
 	}}
+}
+
+// ephemeralKey is the volume_context key kubelet sets on CSI ephemeral
+// inline volumes.
+const ephemeralKey = "csi.storage.k8s.io/ephemeral"
+
+// ephemeral reports whether req publishes a CSI ephemeral inline volume.
+func ephemeral(req any) bool {
+	r, ok := req.(*csi.NodePublishVolumeRequest)
+	return ok && r.GetVolumeContext()[ephemeralKey] == "true"
 }

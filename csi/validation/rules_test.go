@@ -351,3 +351,22 @@ func TestAccessTypeString(t *testing.T) {
 		}
 	}
 }
+
+func TestStagingPathNotRequiredForEphemeralVolumes(t *testing.T) {
+	cfg := &validation.Config{StageUnstage: true}
+	req := &csi.NodePublishVolumeRequest{
+		VolumeId:   "csi-0123",
+		TargetPath: "/var/lib/kubelet/pods/p/volumes/kubernetes.io~csi/v/mount",
+		VolumeCapability: &csi.VolumeCapability{
+			AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
+			AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+		},
+	}
+	if err := validation.Validate(csi.Node_NodePublishVolume_FullMethodName, req, cfg); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("persistent volume without staging path: got %v, want InvalidArgument", err)
+	}
+	req.VolumeContext = map[string]string{"csi.storage.k8s.io/ephemeral": "true"}
+	if err := validation.Validate(csi.Node_NodePublishVolume_FullMethodName, req, cfg); err != nil {
+		t.Fatalf("ephemeral inline volume without staging path: got %v, want nil", err)
+	}
+}
