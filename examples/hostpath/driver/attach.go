@@ -1,0 +1,132 @@
+package driver
+
+import (
+	"context"
+	"slices"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// attacher adds ControllerPublish/Unpublish (Options.EnableAttach). It is
+// a separate type because csikit derives PUBLISH_UNPUBLISH_VOLUME from the
+// methods a driver value has.
+type attacher struct{ d *Driver }
+
+// ControllerPublishVolume records the volume as attached to the node,
+// within the node's attach limit.
+func (a attacher) ControllerPublishVolume(ctx context.Context, r *csi.ControllerPublishVolumeRequest) (*csi.ControllerPublishVolumeResponse, error) {
+	d := a.d
+	v, err := d.lookup(r.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	if r.GetNodeId() != d.opts.NodeID {
+		return nil, status.Errorf(codes.NotFound, "node %q does not exist: this driver serves node %q", r.GetNodeId(), d.opts.NodeID)
+	}
+	if c := r.GetVolumeCapability(); (c.GetBlock() != nil) != (v.Kind == kindBlock) {
+		return nil, status.Errorf(codes.InvalidArgument, "volume %s is a %s volume: the capability's access type does not match", v.ID, v.Kind)
+	}
+	ro := r.GetReadonly()
+	if v.AttachedTo == r.GetNodeId() {
+		if v.AttachedRO != ro {
+			return nil, status.Errorf(codes.AlreadyExists, "volume %s is already published to node %s with readonly=%v", v.ID, v.AttachedTo, v.AttachedRO)
+		}
+		return &csi.ControllerPublishVolumeResponse{}, nil
+	}
+	if v.AttachedTo != "" {
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is published to node %s; it is single-node", v.ID, v.AttachedTo)
+	}
+	d.capMu.Lock() // the attach limit is a count across volumes
+	defer d.capMu.Unlock()
+	if limit := d.opts.MaxVolumesPerNode; limit > 0 && d.attachedCount() >= limit {
+		return nil, status.Errorf(codes.ResourceExhausted, "node %s already has its maximum of %d volumes attached", r.GetNodeId(), limit)
+	}
+	v.AttachedTo, v.AttachedRO = r.GetNodeId(), ro
+	if err := d.store.putVolume(&v); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &csi.ControllerPublishVolumeResponse{}, nil
+}
+
+func (d *Driver) attachedCount() int64 {
+	var n int64
+	for _, v := range d.store.sortedVolumes() {
+		if v.AttachedTo != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// ControllerUnpublishVolume clears the attachment; it is idempotent.
+func (a attacher) ControllerUnpublishVolume(ctx context.Context, r *csi.ControllerUnpublishVolumeRequest) (*csi.ControllerUnpublishVolumeResponse, error) {
+	d := a.d
+	v, err := d.lookup(r.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	if n := r.GetNodeId(); n != "" && n != d.opts.NodeID {
+		return nil, status.Errorf(codes.NotFound, "node %q does not exist", n)
+	}
+	if v.AttachedTo == "" {
+		return &csi.ControllerUnpublishVolumeResponse{}, nil
+	}
+	v.AttachedTo, v.AttachedRO = "", false
+	if err := d.store.putVolume(&v); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &csi.ControllerUnpublishVolumeResponse{}, nil
+}
+
+// modifier adds ControllerModifyVolume (Options.EnableModify).
+type modifier struct{ d *Driver }
+
+// ControllerModifyVolume stores the new values of mutable parameters.
+func (m modifier) ControllerModifyVolume(ctx context.Context, r *csi.ControllerModifyVolumeRequest) (*csi.ControllerModifyVolumeResponse, error) {
+	d := m.d
+	v, err := d.lookup(r.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	for k := range r.GetMutableParameters() {
+		if len(d.opts.MutableParameters) > 0 && !slices.Contains(d.opts.MutableParameters, k) {
+			return nil, status.Errorf(codes.InvalidArgument, "parameter %q is not mutable: mutable parameters are %v", k, d.opts.MutableParameters)
+		}
+	}
+	if v.Params == nil {
+		v.Params = map[string]string{}
+	}
+	for k, val := range r.GetMutableParameters() {
+		v.Params[k] = val
+	}
+	if err := d.store.putVolume(&v); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &csi.ControllerModifyVolumeResponse{}, nil
+}
+
+// Service returns the value to hand to csikit.NewServer: the driver plus
+// attach and modify methods when the options enable them.
+func (d *Driver) Service() any {
+	switch {
+	case d.opts.EnableAttach && d.opts.EnableModify:
+		return struct {
+			*Driver
+			attacher
+			modifier
+		}{d, attacher{d}, modifier{d}}
+	case d.opts.EnableAttach:
+		return struct {
+			*Driver
+			attacher
+		}{d, attacher{d}}
+	case d.opts.EnableModify:
+		return struct {
+			*Driver
+			modifier
+		}{d, modifier{d}}
+	}
+	return d
+}

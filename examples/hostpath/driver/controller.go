@@ -1,0 +1,335 @@
+package driver
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/csikit/csikit/csi/validation"
+	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/k8s/keys"
+)
+
+// defaultVolumeSize is used when CreateVolume names no capacity.
+const defaultVolumeSize = 1 << 30
+
+// CreateVolume creates the volume under the journal's reserved ID.
+func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+	id, ok := idempotency.ReservedID(ctx)
+	if !ok {
+		return nil, status.Error(codes.Internal, "no reserved volume ID: the server was built without the driver's journal")
+	}
+	k, fsType, err := volumeKind(r.GetVolumeCapabilities(), r.GetParameters())
+	if err != nil {
+		return nil, err
+	}
+	size, err := d.capacityFor(r.GetCapacityRange())
+	if err != nil {
+		return nil, err
+	}
+	if err := d.checkTopology(r.GetAccessibilityRequirements()); err != nil {
+		return nil, err
+	}
+	// A retry after a crash between our metadata write and the journal's
+	// commit finds the volume already there: answer it.
+	if v, ok := d.store.volume(id); ok {
+		return &csi.CreateVolumeResponse{Volume: d.csiVolume(&v, r.GetVolumeContentSource())}, nil
+	}
+	v := &volume{ID: id, Name: r.GetName(), Capacity: size, Kind: k, FSType: fsType,
+		Params: keys.StripReserved(r.GetParameters()), Created: time.Now().UTC()}
+
+	src := r.GetVolumeContentSource()
+	if err := d.reserveCapacity(size); err != nil {
+		return nil, err
+	}
+	if err := d.createData(ctx, v, src); err != nil {
+		d.removeData(v)
+		return nil, err
+	}
+	if err := d.store.putVolume(v); err != nil {
+		d.removeData(v)
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &csi.CreateVolumeResponse{Volume: d.csiVolume(v, src)}, nil
+}
+
+// volumeKind derives how a volume stores its data from its capabilities
+// and parameters.
+func volumeKind(caps []*csi.VolumeCapability, params map[string]string) (kind, string, error) {
+	var block, mnt bool
+	for _, c := range caps {
+		if c.GetBlock() != nil {
+			block = true
+		}
+		if c.GetMount() != nil {
+			mnt = true
+		}
+	}
+	if block && mnt {
+		return "", "", status.Error(codes.InvalidArgument, "a volume is either block or mount: got both access types")
+	}
+	fsType := params[ParamFSType]
+	if fsType == "" {
+		for _, c := range caps {
+			if t := c.GetMount().GetFsType(); t != "" {
+				fsType = t
+			}
+		}
+	}
+	switch {
+	case block:
+		return kindBlock, "", nil
+	case params[ParamKind] == string(kindDir) || fsType == "":
+		return kindDir, "", nil
+	case fsType == "ext4" || fsType == "xfs":
+		return kindFS, fsType, nil
+	}
+	return "", "", status.Errorf(codes.InvalidArgument, "fsType %q is not supported: want ext4 or xfs (or none for a directory)", fsType)
+}
+
+// capacityFor picks the volume size for a capacity range.
+func (d *Driver) capacityFor(cr *csi.CapacityRange) (int64, error) {
+	req, lim := cr.GetRequiredBytes(), cr.GetLimitBytes()
+	size := req
+	if size == 0 {
+		size = defaultVolumeSize
+		if lim > 0 && lim < size {
+			size = lim
+		}
+	}
+	if size > d.opts.MaxVolumeSize {
+		return 0, status.Errorf(codes.OutOfRange, "requested %d bytes, more than the maximum volume size of %d bytes", size, d.opts.MaxVolumeSize)
+	}
+	return size, nil
+}
+
+// reserveCapacity fails with ResourceExhausted when size does not fit.
+func (d *Driver) reserveCapacity(size int64) error {
+	d.capMu.Lock()
+	defer d.capMu.Unlock()
+	if avail := d.available(); size > avail {
+		return status.Errorf(codes.ResourceExhausted, "requested %d bytes, only %d bytes of capacity left", size, avail)
+	}
+	return nil
+}
+
+// available is the capacity not yet given to volumes.
+func (d *Driver) available() int64 {
+	if d.opts.Capacity > 0 {
+		return max(0, d.opts.Capacity-d.store.usedBytes())
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(d.opts.StateDir, &st); err != nil {
+		return 0
+	}
+	return int64(st.Bavail) * int64(st.Bsize)
+}
+
+// checkTopology refuses requirements this node cannot meet.
+func (d *Driver) checkTopology(req *csi.TopologyRequirement) error {
+	if len(req.GetRequisite()) == 0 {
+		return nil
+	}
+	for _, t := range req.GetRequisite() {
+		if n, ok := t.GetSegments()[TopologyKey]; !ok || n == d.opts.NodeID {
+			return nil
+		}
+	}
+	return status.Errorf(codes.ResourceExhausted, "no requisite topology includes node %q", d.opts.NodeID)
+}
+
+// csiVolume is the CSI view of v.
+func (d *Driver) csiVolume(v *volume, src *csi.VolumeContentSource) *csi.Volume {
+	out := &csi.Volume{
+		VolumeId:           v.ID,
+		CapacityBytes:      v.Capacity,
+		VolumeContext:      map[string]string{"kind": string(v.Kind)},
+		ContentSource:      src,
+		AccessibleTopology: []*csi.Topology{{Segments: map[string]string{TopologyKey: d.opts.NodeID}}},
+	}
+	if v.FSType != "" {
+		out.VolumeContext[ParamFSType] = v.FSType
+	}
+	return out
+}
+
+// DeleteVolume deletes the volume; deleting an unknown one succeeds.
+func (d *Driver) DeleteVolume(ctx context.Context, r *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
+	id := r.GetVolumeId()
+	if !validID(id) {
+		return &csi.DeleteVolumeResponse{}, nil // no such volume can exist
+	}
+	v, ok := d.store.volume(id)
+	if !ok {
+		return &csi.DeleteVolumeResponse{}, nil
+	}
+	if v.AttachedTo != "" {
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is still published to node %s", id, v.AttachedTo)
+	}
+	if err := d.detachIfAttached(ctx, &v); err != nil {
+		return nil, err
+	}
+	if err := d.store.delVolume(id); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	d.removeData(&v)
+	return &csi.DeleteVolumeResponse{}, nil
+}
+
+// lookup returns the volume or NotFound.
+func (d *Driver) lookup(id string) (volume, error) {
+	if validID(id) {
+		if v, ok := d.store.volume(id); ok {
+			return v, nil
+		}
+	}
+	return volume{}, status.Errorf(codes.NotFound, "volume %q does not exist", id)
+}
+
+// ValidateVolumeCapabilities confirms capabilities the volume can serve.
+func (d *Driver) ValidateVolumeCapabilities(ctx context.Context, r *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
+	v, err := d.lookup(r.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range r.GetVolumeCapabilities() {
+		if (c.GetBlock() != nil) != (v.Kind == kindBlock) {
+			return &csi.ValidateVolumeCapabilitiesResponse{Message: "access type does not match the volume's (" + string(v.Kind) + ")"}, nil
+		}
+	}
+	return validation.Confirm(r, &validation.Config{AccessTypes: validation.Mount | validation.Block, AccessModes: accessModes}), nil
+}
+
+// accessModes are the modes a single-node driver serves.
+var accessModes = []csi.VolumeCapability_AccessMode_Mode{
+	csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER,
+	csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY,
+	csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER,
+	csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER,
+}
+
+// AccessModes returns the access modes the driver serves, for
+// csikit.Options.
+func AccessModes() []csi.VolumeCapability_AccessMode_Mode { return slices.Clone(accessModes) }
+
+// ListVolumes pages through volumes in ID order. A token is the last ID of
+// the previous page, encoded; a token that does not decode is Aborted.
+func (d *Driver) ListVolumes(ctx context.Context, r *csi.ListVolumesRequest) (*csi.ListVolumesResponse, error) {
+	after, err := decodeToken(r.GetStartingToken())
+	if err != nil {
+		return nil, err
+	}
+	all := d.store.sortedVolumes()
+	resp := &csi.ListVolumesResponse{}
+	for i := range all {
+		v := &all[i]
+		if v.ID <= after && after != "" {
+			continue
+		}
+		if r.GetMaxEntries() > 0 && len(resp.Entries) == int(r.GetMaxEntries()) {
+			resp.NextToken = encodeToken(resp.Entries[len(resp.Entries)-1].GetVolume().GetVolumeId())
+			break
+		}
+		e := &csi.ListVolumesResponse_Entry{Volume: d.csiVolume(v, nil), Status: &csi.ListVolumesResponse_VolumeStatus{}}
+		if v.AttachedTo != "" {
+			e.Status.PublishedNodeIds = []string{v.AttachedTo}
+		}
+		resp.Entries = append(resp.Entries, e)
+	}
+	return resp, nil
+}
+
+const tokenPrefix = "hp1."
+
+func encodeToken(lastID string) string {
+	return tokenPrefix + base64.RawURLEncoding.EncodeToString([]byte(lastID))
+}
+
+func decodeToken(tok string) (string, error) {
+	if tok == "" {
+		return "", nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(tok, tokenPrefix))
+	if err != nil || !strings.HasPrefix(tok, tokenPrefix) || !validID(string(raw)) {
+		return "", status.Error(codes.Aborted, "starting_token is not one this driver issued: start listing again without it")
+	}
+	return string(raw), nil
+}
+
+// GetCapacity reports the capacity left, for this node's topology only.
+func (d *Driver) GetCapacity(ctx context.Context, r *csi.GetCapacityRequest) (*csi.GetCapacityResponse, error) {
+	if t := r.GetAccessibleTopology(); t != nil {
+		if n, ok := t.GetSegments()[TopologyKey]; ok && n != d.opts.NodeID {
+			return &csi.GetCapacityResponse{}, nil
+		}
+	}
+	d.capMu.Lock()
+	avail := d.available()
+	d.capMu.Unlock()
+	return &csi.GetCapacityResponse{
+		AvailableCapacity: avail,
+		MaximumVolumeSize: wrapperspb.Int64(min(d.opts.MaxVolumeSize, max(avail, 0))),
+	}, nil
+}
+
+// ControllerGetVolume returns the volume and where it is published.
+func (d *Driver) ControllerGetVolume(ctx context.Context, r *csi.ControllerGetVolumeRequest) (*csi.ControllerGetVolumeResponse, error) {
+	v, err := d.lookup(r.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	st := &csi.ControllerGetVolumeResponse_VolumeStatus{}
+	if v.AttachedTo != "" {
+		st.PublishedNodeIds = []string{v.AttachedTo}
+	}
+	return &csi.ControllerGetVolumeResponse{Volume: d.csiVolume(&v, nil), Status: st}, nil
+}
+
+// ControllerExpandVolume grows the volume; filesystem and block volumes
+// grow their backing file and ask for the node step.
+func (d *Driver) ControllerExpandVolume(ctx context.Context, r *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
+	v, err := d.lookup(r.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	size := r.GetCapacityRange().GetRequiredBytes()
+	if size == 0 {
+		size = r.GetCapacityRange().GetLimitBytes()
+	}
+	if lim := r.GetCapacityRange().GetLimitBytes(); lim > 0 && v.Capacity > lim {
+		return nil, status.Errorf(codes.OutOfRange, "volume is %d bytes, more than the limit %d: volumes never shrink", v.Capacity, lim)
+	}
+	nodeStep := v.Kind != kindDir
+	if size <= v.Capacity {
+		return &csi.ControllerExpandVolumeResponse{CapacityBytes: v.Capacity, NodeExpansionRequired: nodeStep}, nil
+	}
+	if size > d.opts.MaxVolumeSize {
+		return nil, status.Errorf(codes.OutOfRange, "requested %d bytes, more than the maximum volume size of %d bytes", size, d.opts.MaxVolumeSize)
+	}
+	if err := d.reserveCapacity(size - v.Capacity); err != nil {
+		return nil, err
+	}
+	if v.Kind != kindDir {
+		if err := os.Truncate(d.volumeImage(v.ID), size); err != nil {
+			return nil, status.Errorf(codes.Internal, "grow backing file: %v", err)
+		}
+	}
+	v.Capacity = size
+	if err := d.store.putVolume(&v); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &csi.ControllerExpandVolumeResponse{CapacityBytes: size, NodeExpansionRequired: nodeStep}, nil
+}
+
+// errNotExist reports a missing file or directory.
+func errNotExist(err error) bool { return errors.Is(err, os.ErrNotExist) }

@@ -1,0 +1,249 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/csikit/csikit/block"
+)
+
+// createData makes the volume's directory or backing file, filled from src
+// when there is one.
+func (d *Driver) createData(ctx context.Context, v *volume, src *csi.VolumeContentSource) error {
+	from, fromKind, fromSize, err := d.source(src)
+	if err != nil {
+		return err
+	}
+	if from != "" {
+		if fromKind != v.Kind && (fromKind == kindBlock || v.Kind == kindBlock) {
+			return status.Errorf(codes.InvalidArgument, "cannot create a %s volume from a %s source", v.Kind, fromKind)
+		}
+		if fromKind != v.Kind {
+			return status.Errorf(codes.InvalidArgument, "cannot create a %s volume from a %s source: storage kinds differ", v.Kind, fromKind)
+		}
+		if fromSize > v.Capacity {
+			return status.Errorf(codes.OutOfRange, "source is %d bytes, larger than the requested %d bytes", fromSize, v.Capacity)
+		}
+		v.Source = sourceRef(src)
+	}
+	switch v.Kind {
+	case kindDir:
+		dir := d.volumeDir(v.ID)
+		if from != "" {
+			return copyTree(ctx, from, dir)
+		}
+		if err := os.Mkdir(dir, 0o777); err != nil && !os.IsExist(err) {
+			return status.Errorf(codes.Internal, "create volume directory: %v", err)
+		}
+		return os.Chmod(dir, 0o777) // the pod's user must be able to write
+	default:
+		img := d.volumeImage(v.ID)
+		if from != "" {
+			if err := copyFile(ctx, from, img); err != nil {
+				return err
+			}
+		} else if err := createSparse(img); err != nil {
+			return err
+		}
+		if err := os.Truncate(img, v.Capacity); err != nil {
+			return status.Errorf(codes.Internal, "size backing file: %v", err)
+		}
+		return nil
+	}
+}
+
+// source resolves a content source to the path holding its data.
+func (d *Driver) source(src *csi.VolumeContentSource) (path string, k kind, size int64, err error) {
+	switch {
+	case src == nil:
+		return "", "", 0, nil
+	case src.GetSnapshot() != nil:
+		id := src.GetSnapshot().GetSnapshotId()
+		x, ok := d.store.snapshot(id)
+		if !validID(id) || !ok {
+			return "", "", 0, status.Errorf(codes.NotFound, "source snapshot %q does not exist", id)
+		}
+		return d.snapshotPath(x.ID, x.Kind), x.Kind, x.Size, nil
+	case src.GetVolume() != nil:
+		id := src.GetVolume().GetVolumeId()
+		v, ok := d.store.volume(id)
+		if !validID(id) || !ok {
+			return "", "", 0, status.Errorf(codes.NotFound, "source volume %q does not exist", id)
+		}
+		if v.Kind == kindDir {
+			return d.volumeDir(v.ID), v.Kind, v.Capacity, nil
+		}
+		return d.volumeImage(v.ID), v.Kind, v.Capacity, nil
+	}
+	return "", "", 0, status.Error(codes.InvalidArgument, "volume_content_source names neither a snapshot nor a volume")
+}
+
+func sourceRef(src *csi.VolumeContentSource) string {
+	if s := src.GetSnapshot(); s != nil {
+		return "snapshot:" + s.GetSnapshotId()
+	}
+	return "volume:" + src.GetVolume().GetVolumeId()
+}
+
+// removeData deletes the volume's data. Directory volumes are removed only
+// once nothing is mounted below them (they are never staged in place, but
+// a stale bind from a crash could still point into them).
+func (d *Driver) removeData(v *volume) {
+	if v.Kind == kindDir {
+		dir := d.volumeDir(v.ID)
+		if mounted, _ := d.mounter.IsMountPoint(context.Background(), dir); mounted {
+			d.log.Warn("volume directory is still a mount point; leaving its data", "volume", v.ID)
+			return
+		}
+		if err := os.RemoveAll(dir); err != nil && !errNotExist(err) {
+			d.log.Warn("could not remove volume directory", "volume", v.ID, "error", err)
+		}
+		return
+	}
+	if err := os.Remove(d.volumeImage(v.ID)); err != nil && !errNotExist(err) {
+		d.log.Warn("could not remove backing file", "volume", v.ID, "error", err)
+	}
+}
+
+// detachIfAttached detaches a loop device still attached to the volume's
+// backing file (a volume deleted while staged after a node crash).
+func (d *Driver) detachIfAttached(ctx context.Context, v *volume) error {
+	if v.Kind == kindDir {
+		return nil
+	}
+	dev, ok, err := block.FindLoop(ctx, d.volumeImage(v.ID))
+	if err != nil || !ok {
+		return nil
+	}
+	if err := block.DetachLoop(ctx, dev); err != nil {
+		return status.Errorf(codes.FailedPrecondition, "volume %s is still in use on this node (%s): %v", v.ID, dev, err)
+	}
+	return nil
+}
+
+// reattach runs at start: block and filesystem volumes that were staged
+// before a restart get their loop devices back (reusing any still
+// attached), so they keep working.
+func (d *Driver) reattach(ctx context.Context) {
+	for _, v := range d.store.sortedVolumes() {
+		if v.Kind == kindDir {
+			continue
+		}
+		if _, err := os.Stat(d.stagedMarker(v.ID)); err != nil {
+			continue
+		}
+		if _, err := block.AttachLoop(ctx, d.volumeImage(v.ID), block.LoopOptions{}); err != nil {
+			d.log.Warn("could not re-attach loop device", "volume", v.ID, "error", err)
+		}
+	}
+}
+
+// stagedMarker records that a volume is staged on this node, so a restart
+// knows which loop devices to bring back.
+func (d *Driver) stagedMarker(id string) string {
+	return filepath.Join(d.opts.StateDir, "images", id+".staged")
+}
+
+func createSparse(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		if os.IsExist(err) {
+			return nil
+		}
+		return status.Errorf(codes.Internal, "create backing file: %v", err)
+	}
+	return f.Close()
+}
+
+// copyFile copies src to dst (copy_file_range where the kernel can).
+func copyFile(ctx context.Context, src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return status.Errorf(codes.Internal, "open source: %v", err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return status.Errorf(codes.Internal, "create copy: %v", err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return status.Errorf(codes.Internal, "copy data: %v", err)
+	}
+	if err := out.Sync(); err != nil {
+		out.Close()
+		return status.Errorf(codes.Internal, "sync copy: %v", err)
+	}
+	if err := out.Close(); err != nil {
+		return status.Errorf(codes.Internal, "close copy: %v", err)
+	}
+	return ctx.Err()
+}
+
+// copyTree copies the directory tree at src to dst, which must not exist.
+// Symlinks are copied as links, never followed; special files are skipped.
+func copyTree(ctx context.Context, src, dst string) error {
+	err := filepath.WalkDir(src, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, path)
+		if strings.HasPrefix(rel, "..") {
+			return fmt.Errorf("path %s escapes %s", path, src)
+		}
+		to := filepath.Join(dst, rel)
+		info, err := e.Info()
+		if err != nil {
+			return err
+		}
+		switch {
+		case e.IsDir():
+			if err := os.Mkdir(to, info.Mode().Perm()); err != nil && !os.IsExist(err) {
+				return err
+			}
+			return os.Chmod(to, info.Mode().Perm())
+		case e.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(path)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(target, to)
+		case e.Type().IsRegular():
+			return copyRegular(path, to, info.Mode().Perm())
+		}
+		return nil
+	})
+	if err != nil {
+		return status.Errorf(codes.Internal, "copy volume data: %v", err)
+	}
+	return nil
+}
+
+func copyRegular(src, dst string, perm fs.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}

@@ -1,0 +1,263 @@
+package driver
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/csikit/csikit/block"
+	"github.com/csikit/csikit/k8s/keys"
+	"github.com/csikit/csikit/metrics"
+	"github.com/csikit/csikit/mount"
+)
+
+// checkAccessType refuses a capability whose access type does not match
+// the volume's kind.
+func checkAccessType(v *volume, c *csi.VolumeCapability) error {
+	if (c.GetBlock() != nil) != (v.Kind == kindBlock) {
+		return status.Errorf(codes.InvalidArgument, "volume %s is a %s volume: the capability's access type does not match", v.ID, v.Kind)
+	}
+	return nil
+}
+
+// NodeStageVolume makes the volume available at the staging path: a bind
+// of the directory, a loop device, or a mounted filesystem on one.
+func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
+	v, err := d.lookup(r.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	if err := checkAccessType(&v, r.GetVolumeCapability()); err != nil {
+		return nil, err
+	}
+	staging := r.GetStagingTargetPath()
+	switch v.Kind {
+	case kindDir:
+		err = d.mounter.Publish(ctx, mount.PublishOptions{Source: d.volumeDir(v.ID), Target: staging})
+	case kindBlock:
+		_, err = d.attach(ctx, &v)
+	case kindFS:
+		var dev string
+		if dev, err = d.attach(ctx, &v); err == nil {
+			err = d.mounter.Stage(ctx, mount.StageOptions{
+				Device: dev, Target: staging, FSType: v.FSType,
+				MountFlags: r.GetVolumeCapability().GetMount().GetMountFlags(),
+			})
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &csi.NodeStageVolumeResponse{}, nil
+}
+
+// attach attaches (or finds) the loop device of a block or filesystem
+// volume and records that the volume is staged.
+func (d *Driver) attach(ctx context.Context, v *volume) (string, error) {
+	dev, err := block.AttachLoop(ctx, d.volumeImage(v.ID), block.LoopOptions{})
+	if err != nil {
+		return "", err
+	}
+	if err := writeMarker(d.stagedMarker(v.ID)); err != nil {
+		return "", status.Errorf(codes.Internal, "record staging: %v", err)
+	}
+	return dev, nil
+}
+
+func writeMarker(path string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// NodeUnstageVolume undoes NodeStageVolume; it is idempotent.
+func (d *Driver) NodeUnstageVolume(ctx context.Context, r *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
+	v, err := d.lookup(r.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	if v.Kind != kindBlock {
+		if err := d.mounter.Unstage(ctx, r.GetStagingTargetPath(), mount.UnmountOptions{}); err != nil {
+			return nil, err
+		}
+	}
+	if v.Kind != kindDir {
+		if err := d.detachIfAttached(ctx, &v); err != nil {
+			return nil, err
+		}
+		if err := os.Remove(d.stagedMarker(v.ID)); err != nil && !errNotExist(err) {
+			return nil, status.Errorf(codes.Internal, "clear staging record: %v", err)
+		}
+	}
+	return &csi.NodeUnstageVolumeResponse{}, nil
+}
+
+// NodePublishVolume binds the staged volume (or, for inline ephemeral
+// volumes, a new directory) onto the target path.
+func (d *Driver) NodePublishVolume(ctx context.Context, r *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
+	if keys.IsEphemeral(r.GetVolumeContext()) {
+		return d.publishEphemeral(ctx, r)
+	}
+	v, err := d.lookup(r.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	c := r.GetVolumeCapability()
+	if err := checkAccessType(&v, c); err != nil {
+		return nil, err
+	}
+	ro := r.GetReadonly() || c.GetAccessMode().GetMode() == csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY
+	if v.Kind == kindBlock {
+		dev, ok, err := block.FindLoop(ctx, d.volumeImage(v.ID))
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, status.Errorf(codes.FailedPrecondition, "volume %s is not staged on this node", v.ID)
+		}
+		if err := block.MountBlock(ctx, block.MountOptions{Device: dev, Target: r.GetTargetPath(), ReadOnly: ro}); err != nil {
+			return nil, err
+		}
+		return &csi.NodePublishVolumeResponse{}, nil
+	}
+	staged, err := d.mounter.IsMountPoint(ctx, r.GetStagingTargetPath())
+	if err != nil && !errNotExist(err) {
+		return nil, err
+	}
+	if !staged {
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is not staged at the staging path", v.ID)
+	}
+	err = d.mounter.Publish(ctx, mount.PublishOptions{
+		Source: r.GetStagingTargetPath(), Target: r.GetTargetPath(), ReadOnly: ro,
+		MountFlags: bindFlags(c.GetMount().GetMountFlags()),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+// bindFlags keeps the per-mount flags a bind mount can take.
+func bindFlags(flags []string) []string {
+	var out []string
+	for _, f := range flags {
+		switch f {
+		case "nosuid", "nodev", "noexec", "noatime", "nodiratime", "relatime":
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// publishEphemeral creates an inline ephemeral volume and publishes it.
+func (d *Driver) publishEphemeral(ctx context.Context, r *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
+	id := r.GetVolumeId()
+	if !validID(id) {
+		return nil, status.Errorf(codes.InvalidArgument, "ephemeral volume ID %q: want 1-128 of [A-Za-z0-9._-]", id)
+	}
+	if r.GetVolumeCapability().GetBlock() != nil {
+		return nil, status.Error(codes.InvalidArgument, "ephemeral inline volumes are mount volumes")
+	}
+	if _, ok := d.store.volume(id); !ok {
+		v := &volume{ID: id, Name: id, Capacity: defaultVolumeSize, Kind: kindDir, Ephemeral: true, Created: time.Now().UTC()}
+		if err := d.createData(ctx, v, nil); err != nil {
+			return nil, err
+		}
+		if err := d.store.putVolume(v); err != nil {
+			d.removeData(v)
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+	}
+	err := d.mounter.Publish(ctx, mount.PublishOptions{Source: d.volumeDir(id), Target: r.GetTargetPath(), ReadOnly: r.GetReadonly()})
+	if err != nil {
+		return nil, err
+	}
+	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+// NodeUnpublishVolume removes the publish mount; an ephemeral volume is
+// deleted with it.
+func (d *Driver) NodeUnpublishVolume(ctx context.Context, r *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
+	v, err := d.lookup(r.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	if v.Kind == kindBlock {
+		err = block.UnmountBlock(ctx, r.GetTargetPath())
+	} else {
+		err = d.mounter.Unpublish(ctx, r.GetTargetPath(), mount.UnmountOptions{})
+	}
+	if err != nil {
+		return nil, err
+	}
+	if v.Ephemeral {
+		if err := d.store.delVolume(v.ID); err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+		d.removeData(&v)
+	}
+	return &csi.NodeUnpublishVolumeResponse{}, nil
+}
+
+// NodeGetVolumeStats reports usage: statfs for filesystems, the device
+// size for block volumes.
+func (d *Driver) NodeGetVolumeStats(ctx context.Context, r *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
+	if _, err := d.lookup(r.GetVolumeId()); err != nil {
+		return nil, err
+	}
+	return metrics.VolumeStats(ctx, r.GetVolumePath())
+}
+
+// NodeGetVolumeHealth reports abnormal conditions of the volume's paths.
+func (d *Driver) NodeGetVolumeHealth(ctx context.Context, r *csi.NodeGetVolumeHealthRequest) (*csi.NodeGetVolumeHealthResponse, error) {
+	v, err := d.lookup(r.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	opts := metrics.HealthOptions{}
+	if v.Kind == kindBlock {
+		opts.Skip = metrics.CheckMounted | metrics.CheckWritable
+	}
+	return metrics.NodeVolumeHealth(ctx, r, opts)
+}
+
+// NodeExpandVolume makes the node see a grown volume: the loop device is
+// refreshed and the filesystem grown online.
+func (d *Driver) NodeExpandVolume(ctx context.Context, r *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
+	v, err := d.lookup(r.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(r.GetVolumePath()); err != nil {
+		return nil, status.Errorf(codes.NotFound, "volume path of %s does not exist", v.ID)
+	}
+	if v.Kind == kindDir {
+		return &csi.NodeExpandVolumeResponse{CapacityBytes: v.Capacity}, nil
+	}
+	dev, ok, err := block.FindLoop(ctx, d.volumeImage(v.ID))
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is not staged on this node", v.ID)
+	}
+	if err := block.RefreshLoopSize(ctx, dev); err != nil {
+		return nil, err
+	}
+	if v.Kind == kindFS {
+		path := r.GetStagingTargetPath()
+		if path == "" {
+			path = r.GetVolumePath()
+		}
+		if _, err := d.mounter.Resize(ctx, mount.ResizeOptions{Device: dev, Path: path}); err != nil {
+			return nil, err
+		}
+	}
+	return &csi.NodeExpandVolumeResponse{CapacityBytes: v.Capacity}, nil
+}

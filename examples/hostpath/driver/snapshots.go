@@ -1,0 +1,141 @@
+package driver
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/csikit/csikit/idempotency"
+)
+
+// CreateSnapshot copies the source volume's data under the reserved ID.
+// The server holds the source volume shared while it runs, so the volume
+// cannot be deleted or expanded meanwhile, but other volumes are not
+// blocked.
+func (d *Driver) CreateSnapshot(ctx context.Context, r *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
+	id, ok := idempotency.ReservedID(ctx)
+	if !ok {
+		return nil, status.Error(codes.Internal, "no reserved snapshot ID: the server was built without the driver's journal")
+	}
+	if x, ok := d.store.snapshot(id); ok {
+		return &csi.CreateSnapshotResponse{Snapshot: csiSnapshot(&x)}, nil
+	}
+	x, err := d.snapshotVolume(ctx, id, r.GetName(), r.GetSourceVolumeId(), "")
+	if err != nil {
+		return nil, err
+	}
+	return &csi.CreateSnapshotResponse{Snapshot: csiSnapshot(x)}, nil
+}
+
+// snapshotVolume copies one volume into snapshot id.
+func (d *Driver) snapshotVolume(ctx context.Context, id, name, sourceID, groupID string) (*snapshot, error) {
+	v, err := d.lookup(sourceID)
+	if err != nil {
+		return nil, err
+	}
+	x := &snapshot{ID: id, Name: name, SourceID: v.ID, Size: v.Capacity, Kind: v.Kind, FSType: v.FSType,
+		GroupID: groupID, Created: time.Now().UTC()}
+	dst := d.snapshotPath(id, v.Kind)
+	if v.Kind == kindDir {
+		err = copyTree(ctx, d.volumeDir(v.ID), dst)
+	} else {
+		err = copyFile(ctx, d.volumeImage(v.ID), dst)
+	}
+	if err != nil {
+		d.removeSnapshotData(x)
+		return nil, err
+	}
+	if err := d.store.putSnapshot(x); err != nil {
+		d.removeSnapshotData(x)
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return x, nil
+}
+
+func (d *Driver) removeSnapshotData(x *snapshot) {
+	p := d.snapshotPath(x.ID, x.Kind)
+	var err error
+	if x.Kind == kindDir {
+		err = os.RemoveAll(p) // never mounted: snapshots are only read when copied
+	} else {
+		err = os.Remove(p)
+	}
+	if err != nil && !errNotExist(err) {
+		d.log.Warn("could not remove snapshot data", "snapshot", x.ID, "error", err)
+	}
+}
+
+func csiSnapshot(x *snapshot) *csi.Snapshot {
+	return &csi.Snapshot{
+		SnapshotId: x.ID, SourceVolumeId: x.SourceID, SizeBytes: x.Size,
+		CreationTime: timestamppb.New(x.Created), ReadyToUse: true, GroupSnapshotId: x.GroupID,
+	}
+}
+
+// DeleteSnapshot deletes the snapshot; an unknown one succeeds.
+func (d *Driver) DeleteSnapshot(ctx context.Context, r *csi.DeleteSnapshotRequest) (*csi.DeleteSnapshotResponse, error) {
+	id := r.GetSnapshotId()
+	if !validID(id) {
+		return &csi.DeleteSnapshotResponse{}, nil
+	}
+	x, ok := d.store.snapshot(id)
+	if !ok {
+		return &csi.DeleteSnapshotResponse{}, nil
+	}
+	if x.GroupID != "" {
+		if _, ok := d.store.group(x.GroupID); ok {
+			return nil, status.Errorf(codes.FailedPrecondition, "snapshot %s belongs to group snapshot %s: delete the group", id, x.GroupID)
+		}
+	}
+	if err := d.store.delSnapshot(id); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	d.removeSnapshotData(&x)
+	return &csi.DeleteSnapshotResponse{}, nil
+}
+
+// ListSnapshots pages through snapshots in ID order, filtered by ID or
+// source volume.
+func (d *Driver) ListSnapshots(ctx context.Context, r *csi.ListSnapshotsRequest) (*csi.ListSnapshotsResponse, error) {
+	if id := r.GetSnapshotId(); id != "" {
+		resp := &csi.ListSnapshotsResponse{}
+		if x, ok := d.store.snapshot(id); ok && validID(id) && (r.GetSourceVolumeId() == "" || r.GetSourceVolumeId() == x.SourceID) {
+			resp.Entries = []*csi.ListSnapshotsResponse_Entry{{Snapshot: csiSnapshot(&x)}}
+		}
+		return resp, nil
+	}
+	after, err := decodeToken(r.GetStartingToken())
+	if err != nil {
+		return nil, err
+	}
+	resp := &csi.ListSnapshotsResponse{}
+	for _, x := range d.store.sortedSnapshots() {
+		if after != "" && x.ID <= after {
+			continue
+		}
+		if src := r.GetSourceVolumeId(); src != "" && x.SourceID != src {
+			continue
+		}
+		if r.GetMaxEntries() > 0 && len(resp.Entries) == int(r.GetMaxEntries()) {
+			resp.NextToken = encodeToken(resp.Entries[len(resp.Entries)-1].GetSnapshot().GetSnapshotId())
+			break
+		}
+		resp.Entries = append(resp.Entries, &csi.ListSnapshotsResponse_Entry{Snapshot: csiSnapshot(&x)})
+	}
+	return resp, nil
+}
+
+// GetSnapshot returns one snapshot.
+func (d *Driver) GetSnapshot(ctx context.Context, r *csi.GetSnapshotRequest) (*csi.GetSnapshotResponse, error) {
+	id := r.GetSnapshotId()
+	x, ok := d.store.snapshot(id)
+	if !validID(id) || !ok {
+		return nil, status.Errorf(codes.NotFound, "snapshot %q does not exist", id)
+	}
+	return &csi.GetSnapshotResponse{Snapshot: csiSnapshot(&x)}, nil
+}

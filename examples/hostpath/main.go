@@ -1,0 +1,199 @@
+// Command hostpath is csikit's reference CSI driver: volumes are
+// directories, loop-backed block devices, or ext4/xfs filesystems on
+// loop-backed files under one state directory of this node.
+//
+// With no flags it serves on a default socket, with the hostname as node
+// ID and state in a default directory, and prints where:
+//
+//	go run ./examples/hostpath
+//
+// The flags other tooling relies on: --endpoint, --nodeid, --state-dir,
+// --driver-name, --metrics-address, --max-volumes-per-node, --capacity,
+// --enable-attach, --enable-modify, --mutable-parameters, --log-level.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"syscall"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/csikit/csikit"
+	"github.com/csikit/csikit/examples/hostpath/driver"
+	"github.com/csikit/csikit/k8s/csidriver"
+	"github.com/csikit/csikit/metrics"
+)
+
+// config is everything the flags set.
+type config struct {
+	endpoint, nodeID, stateDir, driverName, metricsAddr, logLevel, mutable string
+	maxVolumes, capacity                                                   int64
+	enableAttach, enableModify, printCSIDriver, showVersion                bool
+}
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "hostpath:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string) error {
+	cfg, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	if cfg.showVersion {
+		fmt.Println(version())
+		return nil
+	}
+	logger, err := newLogger(cfg.logLevel)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	d, err := driver.New(ctx, driver.Options{
+		StateDir: cfg.stateDir, NodeID: cfg.nodeID, Capacity: cfg.capacity,
+		MaxVolumesPerNode: cfg.maxVolumes, EnableAttach: cfg.enableAttach, EnableModify: cfg.enableModify,
+		MutableParameters: splitList(cfg.mutable), Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+
+	var reg *prometheus.Registry
+	if cfg.metricsAddr != "" {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	opts := csikit.Options{
+		Name: cfg.driverName, Version: version(), NodeID: cfg.nodeID,
+		MaxVolumesPerNode: cfg.maxVolumes,
+		Topology:          map[string]string{driver.TopologyKey: cfg.nodeID},
+		VolumeModes:       csikit.Mount | csikit.Block,
+		AccessModes:       driver.AccessModes(),
+		Clone:             true, SingleNodeMultiWriter: true,
+		Alpha:   true, // GET_VOLUME, GET_SNAPSHOT and the health RPCs are alpha in CSI v1.14
+		Logger:  logger,
+		Journal: d.Journal(),
+	}
+	if reg != nil {
+		opts.Registry = reg
+	}
+	srv, err := csikit.NewServer(d.Service(), opts)
+	if err != nil {
+		return err
+	}
+	if cfg.printCSIDriver {
+		obj, err := srv.CSIDriver(csidriver.Options{LifecycleModes: []csidriver.LifecycleMode{csidriver.Persistent, csidriver.Ephemeral}})
+		if err != nil {
+			return err
+		}
+		y, err := obj.YAML()
+		if err != nil {
+			return err
+		}
+		_, err = os.Stdout.Write(y)
+		return err
+	}
+
+	fmt.Fprintf(os.Stderr, "hostpath %s: driver %s on node %s, serving %s, state in %s\n",
+		version(), cfg.driverName, cfg.nodeID, cfg.endpoint, cfg.stateDir)
+	errc := make(chan error, 1)
+	if reg != nil {
+		go func() {
+			errc <- metrics.ListenAndServe(ctx, cfg.metricsAddr, metrics.HTTPOptions{
+				Gatherer: reg, Probe: metrics.IdentityProbe(srv), Logger: logger,
+			})
+		}()
+	}
+	err = srv.ListenAndServe(ctx, cfg.endpoint)
+	stop()
+	if reg != nil {
+		if merr := <-errc; merr != nil && !errors.Is(merr, context.Canceled) {
+			err = errors.Join(err, merr)
+		}
+	}
+	return err
+}
+
+func parseFlags(args []string) (*config, error) {
+	host, _ := os.Hostname()
+	defState := "/var/lib/csikit-hostpath"
+	if os.Geteuid() != 0 {
+		defState = filepath.Join(os.TempDir(), "csikit-hostpath")
+	}
+	c := &config{}
+	fs := flag.NewFlagSet("hostpath", flag.ContinueOnError)
+	fs.StringVar(&c.endpoint, "endpoint", "", "CSI endpoint: unix:///abs/path, /abs/path or tcp://host:port (default unix://<state-dir>/csi.sock)")
+	fs.StringVar(&c.nodeID, "nodeid", host, "node ID")
+	fs.StringVar(&c.stateDir, "state-dir", defState, "directory holding volumes, snapshots and state")
+	fs.StringVar(&c.driverName, "driver-name", "hostpath.csikit.dev", "CSI driver name")
+	fs.StringVar(&c.metricsAddr, "metrics-address", "", "address for /metrics and /healthz (empty = off)")
+	fs.Int64Var(&c.maxVolumes, "max-volumes-per-node", 0, "attach limit per node (0 = none)")
+	fs.Int64Var(&c.capacity, "capacity", 0, "total bytes offered (0 = the free space of the state directory)")
+	fs.BoolVar(&c.enableAttach, "enable-attach", false, "implement ControllerPublish/Unpublish")
+	fs.BoolVar(&c.enableModify, "enable-modify", false, "implement ControllerModifyVolume")
+	fs.StringVar(&c.mutable, "mutable-parameters", "", "comma-separated parameters ControllerModifyVolume may change (empty = all)")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&c.printCSIDriver, "print-csidriver", false, "print the CSIDriver object for these flags as YAML and exit")
+	fs.BoolVar(&c.showVersion, "version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	abs, err := filepath.Abs(c.stateDir)
+	if err != nil {
+		return nil, err
+	}
+	c.stateDir = abs
+	if c.endpoint == "" {
+		c.endpoint = "unix://" + filepath.Join(c.stateDir, "csi.sock")
+	}
+	if c.nodeID == "" {
+		return nil, errors.New("--nodeid is required (the hostname is unknown)")
+	}
+	return c, nil
+}
+
+func newLogger(level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: l})), nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// version is the module version the binary was built from, or a
+// development marker; never empty (every CSI sidecar refuses an empty one).
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "v0.1.0-dev"
+}

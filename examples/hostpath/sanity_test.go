@@ -1,0 +1,80 @@
+//go:build linux
+
+package main_test
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/csikit/csikit"
+	"github.com/csikit/csikit/examples/hostpath/driver"
+	"github.com/csikit/csikit/sanity"
+)
+
+// syncLog collects the driver's log for the harness's secret check.
+type syncLog struct{ ch chan []byte }
+
+func newSyncLog() *syncLog {
+	l := &syncLog{ch: make(chan []byte, 1)}
+	l.ch <- nil
+	return l
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	b := <-l.ch
+	l.ch <- append(b, p...)
+	return len(p), nil
+}
+
+func (l *syncLog) Bytes() ([]byte, error) {
+	b := <-l.ch
+	l.ch <- b
+	return append([]byte(nil), b...), nil
+}
+
+// TestSanity runs the conformance harness against the hostpath driver in
+// both access types, served in-process through csikit and restarted on its
+// state directory for the Restart area.
+func TestSanity(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: hostpath mounts filesystems and attaches loop devices")
+	}
+	for _, tool := range []string{"mkfs.ext4", "resize2fs"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("needs %s (Debian package e2fsprogs)", tool)
+		}
+	}
+	state := t.TempDir()
+	log := newSyncLog()
+	logger := slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	const nodeID = "sanity-node"
+	target := sanity.Restartable(func() (any, csikit.Options, error) {
+		d, err := driver.New(context.Background(), driver.Options{
+			StateDir: state, NodeID: nodeID, Logger: logger,
+			EnableAttach: true, EnableModify: true, MutableParameters: []string{"iops"},
+		})
+		if err != nil {
+			return nil, csikit.Options{}, err
+		}
+		return d.Service(), csikit.Options{
+			Name: "hostpath.csikit.dev", Version: "v0.0.0-sanity", NodeID: nodeID,
+			Topology:    map[string]string{driver.TopologyKey: nodeID},
+			VolumeModes: csikit.Mount | csikit.Block, AccessModes: driver.AccessModes(),
+			SingleNodeMultiWriter: true, Alpha: true,
+			Clone: true, ReadOnlyPublish: true, ListPublishedNodes: true,
+			Journal: d.Journal(), Logger: logger,
+		}, nil
+	})
+	start := time.Now()
+	sanity.Run(t, target, sanity.Config{
+		AccessType:        sanity.BothAccess,
+		Parameters:        map[string]string{driver.ParamFSType: "ext4"},
+		MutableParameters: map[string]string{"iops": "100"},
+		Log:               log.Bytes,
+	})
+	t.Logf("sanity against hostpath (mount and block) took %v", time.Since(start))
+}
