@@ -6,6 +6,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 const (
@@ -154,10 +155,20 @@ func nodeUnpublishCases(t *testing.T, s *suite) {
 		wantCode(t, "NodeUnpublishVolume", req, err, rule("NodeUnpublishVolume", "target_path is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
 	t.Run("not_published", func(t *testing.T) {
+		s.needCtrl(t, ccCreate)
+		v := s.createVolume(t, s.createReq(s.name("notpub")))
+		_, target := s.caseDir(t)
+		req := &csi.NodeUnpublishVolumeRequest{VolumeId: v.GetVolumeId(), TargetPath: target}
+		_, err := call(s, s.node.NodeUnpublishVolume, req)
+		must(t, "NodeUnpublishVolume", req, err, rule("NodeUnpublishVolume", "a volume not published at target_path counts as unpublished → OK"))
+	})
+	t.Run("unknown_volume", func(t *testing.T) {
 		_, target := s.caseDir(t)
 		req := &csi.NodeUnpublishVolumeRequest{VolumeId: s.missingVolumeID(), TargetPath: target}
 		_, err := call(s, s.node.NodeUnpublishVolume, req)
-		must(t, "NodeUnpublishVolume", req, err, rule("NodeUnpublishVolume", "a volume not published at target_path counts as unpublished → OK"))
+		if err != nil {
+			wantCode(t, "NodeUnpublishVolume", req, err, rule("NodeUnpublishVolume", "a volume that does not exist → NOT_FOUND (or OK: nothing is published)"), codes.NotFound)
+		}
 	})
 	t.Run("removes_target_path", func(t *testing.T) {
 		s.needCtrl(t, ccCreate)
@@ -203,14 +214,21 @@ func nodeStageCases(t *testing.T, s *suite) {
 		s.deleteOnCleanup(t, v.GetVolumeId())
 		staging, target := s.caseDir(t)
 		m := &mounted{vol: v, cap: s.volCap(sw), staging: staging, target: target}
-		s.stage(t, m)
+		sreq := s.stageReq(m)
+		_, err = retry(s, s.node.NodeStageVolume, sreq)
+		must(t, "NodeStageVolume", sreq, err, rule("NodeStageVolume", "MUST succeed for an existing volume"))
 		req := &csi.DeleteVolumeRequest{VolumeId: v.GetVolumeId(), Secrets: s.cfg.Secrets}
-		_, err = retry(s, s.ctl.DeleteVolume, req)
-		if err != nil {
-			wantCode(t, "DeleteVolume", req, err, rule("DeleteVolume", "a volume in use is refused with FAILED_PRECONDITION (or deleted without leaking what staging attached)"), codes.FailedPrecondition)
+		_, derr := retry(s, s.ctl.DeleteVolume, req)
+		if derr != nil {
+			wantCode(t, "DeleteVolume", req, derr, rule("DeleteVolume", "a volume in use is refused with FAILED_PRECONDITION (or deleted without leaking what staging attached)"), codes.FailedPrecondition)
 		}
-		// The case's cleanup unstages and checks nothing staging attached
-		// (mounts, loop devices) is left.
+		ureq := &csi.NodeUnstageVolumeRequest{VolumeId: v.GetVolumeId(), StagingTargetPath: staging}
+		_, err = retry(s, s.node.NodeUnstageVolume, ureq)
+		if err != nil && !(derr == nil && status.Code(err) == codes.NotFound) {
+			t.Error(describe("NodeUnstageVolume", ureq, err, "OK", rule("NodeUnstageVolume", "unstaging a staged volume MUST succeed")))
+		}
+		// The case directory's cleanup fails the case if staging left a
+		// mount or (block) a loop device behind.
 	})
 	t.Run("Unstage/missing_volume_id", func(t *testing.T) {
 		staging, _ := s.caseDir(t)
@@ -224,10 +242,20 @@ func nodeStageCases(t *testing.T, s *suite) {
 		wantCode(t, "NodeUnstageVolume", req, err, rule("NodeUnstageVolume", "staging_target_path is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
 	t.Run("Unstage/not_staged", func(t *testing.T) {
+		s.needCtrl(t, ccCreate)
+		v := s.createVolume(t, s.createReq(s.name("notstaged")))
+		staging, _ := s.caseDir(t)
+		req := &csi.NodeUnstageVolumeRequest{VolumeId: v.GetVolumeId(), StagingTargetPath: staging}
+		_, err := call(s, s.node.NodeUnstageVolume, req)
+		must(t, "NodeUnstageVolume", req, err, rule("NodeUnstageVolume", "a volume not staged at staging_target_path counts as unstaged → OK"))
+	})
+	t.Run("Unstage/unknown_volume", func(t *testing.T) {
 		staging, _ := s.caseDir(t)
 		req := &csi.NodeUnstageVolumeRequest{VolumeId: s.missingVolumeID(), StagingTargetPath: staging}
 		_, err := call(s, s.node.NodeUnstageVolume, req)
-		must(t, "NodeUnstageVolume", req, err, rule("NodeUnstageVolume", "a volume not staged counts as unstaged → OK"))
+		if err != nil {
+			wantCode(t, "NodeUnstageVolume", req, err, rule("NodeUnstageVolume", "a volume that does not exist → NOT_FOUND (or OK: nothing is staged)"), codes.NotFound)
+		}
 	})
 }
 

@@ -37,9 +37,10 @@ func Driver(driver any, opts csikit.Options) Target {
 }
 
 // Restartable serves what start returns like Driver, and restarts it for
-// the Restart area: the harness stops the server (closing the driver and
-// the Options.Journal if they implement io.Closer) and calls start again,
-// which must return a driver on the same persistent state.
+// the Restart area: the harness stops the server, closes the driver if it
+// implements io.Closer (else the Options.Journal, if that does: a driver
+// with a Close method owns its journal) and calls start again, which must
+// return a driver on the same persistent state.
 func Restartable(start func() (driver any, opts csikit.Options, err error)) Target {
 	return Target{start: start}
 }
@@ -138,12 +139,12 @@ func (in *instance) serve() error {
 	}
 	srv, err := csikit.NewServer(drv, opts)
 	if err != nil {
-		closeAll(drv, opts.Journal)
+		closeDriver(drv, opts.Journal)
 		return fmt.Errorf("sanity: csikit.NewServer: %w", err)
 	}
 	lis, err := net.Listen("unix", in.sock)
 	if err != nil {
-		closeAll(drv, opts.Journal)
+		closeDriver(drv, opts.Journal)
 		return err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -153,21 +154,22 @@ func (in *instance) serve() error {
 	in.stop = func() error {
 		cancel()
 		err := <-done
-		return errors.Join(err, closeAll(drv, opts.Journal))
+		return errors.Join(err, closeDriver(drv, opts.Journal))
 	}
 	in.mu.Unlock()
 	return nil
 }
 
-// closeAll closes every value that is an io.Closer.
-func closeAll(vs ...any) error {
-	var errs []error
-	for _, v := range vs {
-		if c, ok := v.(io.Closer); ok {
-			errs = append(errs, c.Close())
-		}
+// closeDriver closes the driver if it is an io.Closer, else the journal
+// if that is one.
+func closeDriver(drv, journal any) error {
+	if c, ok := drv.(io.Closer); ok {
+		return c.Close()
 	}
-	return errors.Join(errs...)
+	if c, ok := journal.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
 }
 
 // canRestart reports whether restart can work, and why not.
