@@ -72,6 +72,8 @@ func TestSanity(t *testing.T) {
 	start := time.Now()
 	sanity.Run(t, target, sanity.Config{
 		AccessType:        sanity.BothAccess,
+		VolumeSize:        16 << 20, // small images keep snapshot and clone copies fast
+		ExpandSize:        32 << 20,
 		Parameters:        map[string]string{driver.ParamFSType: "ext4"},
 		MutableParameters: map[string]string{"iops": "100"},
 		Log:               log.Bytes,
