@@ -18,7 +18,7 @@ var raceCodes = map[codes.Code]bool{codes.OK: true, codes.Aborted: true, codes.N
 // concurrencyCases send the same or conflicting calls from many
 // goroutines at once, as a CO retrying after timeouts does.
 func concurrencyCases(t *testing.T, s *suite) {
-	t.Run("CreateVolume/same_name_one_volume", func(t *testing.T) {
+	s.run(t, "CreateVolume/same_name_one_volume", func(t *testing.T) {
 		s.needCtrl(t, ccCreate)
 		before := -1
 		if s.hasCtrl(ccList) {
@@ -54,7 +54,7 @@ func concurrencyCases(t *testing.T, s *suite) {
 				"%d more volumes after %d concurrent identical CreateVolume calls, want 1", len(after)-before, s.cfg.Concurrency)
 		}
 	})
-	t.Run("CreateVolume/distinct_names", func(t *testing.T) {
+	s.run(t, "CreateVolume/distinct_names", func(t *testing.T) {
 		s.needCtrl(t, ccCreate)
 		reqs := make([]*csi.CreateVolumeRequest, s.cfg.Concurrency)
 		vols := make([]*csi.CreateVolumeResponse, s.cfg.Concurrency)
@@ -74,7 +74,7 @@ func concurrencyCases(t *testing.T, s *suite) {
 			seen[id] = true
 		}
 	})
-	t.Run("CreateSnapshot/same_name_one_snapshot", func(t *testing.T) {
+	s.run(t, "CreateSnapshot/same_name_one_snapshot", func(t *testing.T) {
 		s.needCtrl(t, ccCreate, ccSnap)
 		v := s.createVolume(t, s.createReq(s.name("snrace")))
 		req := &csi.CreateSnapshotRequest{Name: s.name("snrace"), SourceVolumeId: v.GetVolumeId(), Parameters: s.cfg.SnapshotParameters, Secrets: s.cfg.Secrets}
@@ -100,7 +100,7 @@ func concurrencyCases(t *testing.T, s *suite) {
 		}
 		expect(t, len(distinct) == 1, "CreateSnapshot (concurrent)", req, rule("CreateSnapshot", "one name is one snapshot"), "%d distinct snapshot IDs, want 1", len(distinct))
 	})
-	t.Run("racing_publish_unpublish_delete", func(t *testing.T) {
+	s.run(t, "racing_publish_unpublish_delete", func(t *testing.T) {
 		s.needNode(t)
 		s.needCtrl(t, ccCreate)
 		v := s.createVolume(t, s.createReq(s.name("race")))

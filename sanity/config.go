@@ -135,6 +135,12 @@ type Config struct {
 	// area searches it for secret values. In-process targets whose
 	// Options.Logger is nil get a debug-level log captured by the harness.
 	Log func() ([]byte, error)
+	// Skip skips cases, each with the reason reported: keys are case paths
+	// relative to the Run test (e.g.
+	// "mount/Expansion/NodeExpandVolume/after_publish"), or prefixes ending
+	// in "/" (e.g. "block/Restart/"). For known limits of a test
+	// environment, not for hiding driver bugs.
+	Skip map[string]string
 	// IgnoreGoroutines names functions (as goleak.IgnoreTopFunction takes
 	// them) whose goroutines may outlive an in-process driver. The Hygiene
 	// area fails the run when any other goroutine started during it still

@@ -25,7 +25,7 @@ const (
 
 // controllerCases covers the Controller service's volume RPCs.
 func controllerCases(t *testing.T, s *suite) {
-	t.Run("ControllerGetCapabilities/known_values", func(t *testing.T) {
+	s.run(t, "ControllerGetCapabilities/known_values", func(t *testing.T) {
 		s.needCtrl(t)
 		req := &csi.ControllerGetCapabilitiesRequest{}
 		resp, err := call(s, s.ctl.ControllerGetCapabilities, req)
@@ -36,44 +36,44 @@ func controllerCases(t *testing.T, s *suite) {
 				"ControllerGetCapabilities", req, rule("ControllerGetCapabilities", "capabilities are values the spec defines"), "capability %v, want a defined one", ty)
 		}
 	})
-	t.Run("GetCapacity/no_parameters", func(t *testing.T) {
+	s.run(t, "GetCapacity/no_parameters", func(t *testing.T) {
 		s.needCtrl(t, ccCap)
 		req := &csi.GetCapacityRequest{}
 		resp, err := call(s, s.ctl.GetCapacity, req)
 		must(t, "GetCapacity", req, err, rule("GetCapacity", "all fields are OPTIONAL; an empty request asks for the total available capacity"))
 		expect(t, resp.GetAvailableCapacity() >= 0, "GetCapacity", req, rule("GetCapacity", "available_capacity MUST NOT be negative"), "available_capacity %d, want >= 0", resp.GetAvailableCapacity())
 	})
-	t.Run("CreateVolume", func(t *testing.T) { s.needCtrl(t, ccCreate); createVolumeCases(t, s) })
-	t.Run("DeleteVolume", func(t *testing.T) { s.needCtrl(t, ccCreate); deleteVolumeCases(t, s) })
-	t.Run("ValidateVolumeCapabilities", func(t *testing.T) { s.needCtrl(t, ccCreate); validateCases(t, s) })
-	t.Run("ListVolumes", func(t *testing.T) { s.needCtrl(t, ccCreate, ccList); listVolumeCases(t, s) })
-	t.Run("ControllerPublishVolume", func(t *testing.T) { s.needCtrl(t, ccCreate, ccPublish); controllerPublishCases(t, s) })
+	s.run(t, "CreateVolume", func(t *testing.T) { s.needCtrl(t, ccCreate); createVolumeCases(t, s) })
+	s.run(t, "DeleteVolume", func(t *testing.T) { s.needCtrl(t, ccCreate); deleteVolumeCases(t, s) })
+	s.run(t, "ValidateVolumeCapabilities", func(t *testing.T) { s.needCtrl(t, ccCreate); validateCases(t, s) })
+	s.run(t, "ListVolumes", func(t *testing.T) { s.needCtrl(t, ccCreate, ccList); listVolumeCases(t, s) })
+	s.run(t, "ControllerPublishVolume", func(t *testing.T) { s.needCtrl(t, ccCreate, ccPublish); controllerPublishCases(t, s) })
 }
 
 func createVolumeCases(t *testing.T, s *suite) {
-	t.Run("missing_name", func(t *testing.T) {
+	s.run(t, "missing_name", func(t *testing.T) {
 		req := s.createReq("")
 		_, err := call(s, s.ctl.CreateVolume, req)
 		wantCode(t, "CreateVolume", req, err, rule("CreateVolume", "name is REQUIRED; a missing required field → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
-	t.Run("missing_capabilities", func(t *testing.T) {
+	s.run(t, "missing_capabilities", func(t *testing.T) {
 		req := s.createReq(s.name("nocaps"))
 		req.VolumeCapabilities = nil
 		_, err := call(s, s.ctl.CreateVolume, req)
 		wantCode(t, "CreateVolume", req, err, rule("CreateVolume", "volume_capabilities is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
-	t.Run("no_capacity", func(t *testing.T) {
+	s.run(t, "no_capacity", func(t *testing.T) {
 		req := s.createReq(s.name("nocap"))
 		req.CapacityRange = nil
 		s.createVolume(t, req)
 	})
-	t.Run("with_capacity", func(t *testing.T) {
+	s.run(t, "with_capacity", func(t *testing.T) {
 		req := s.createReq(s.name("cap"))
 		v := s.createVolume(t, req)
 		expect(t, v.GetCapacityBytes() == 0 || v.GetCapacityBytes() >= req.CapacityRange.RequiredBytes, "CreateVolume", req,
 			rule("CreateVolume", "capacity_bytes is at least required_bytes, or 0 when unknown"), "capacity_bytes %d, want >= %d", v.GetCapacityBytes(), req.CapacityRange.RequiredBytes)
 	})
-	t.Run("same_name_same_request", func(t *testing.T) {
+	s.run(t, "same_name_same_request", func(t *testing.T) {
 		req := s.createReq(s.name("twice"))
 		v := s.createVolume(t, req)
 		for range s.cfg.IdempotentCount {
@@ -86,7 +86,7 @@ func createVolumeCases(t *testing.T, s *suite) {
 			}
 		}
 	})
-	t.Run("same_name_different_capacity", func(t *testing.T) {
+	s.run(t, "same_name_different_capacity", func(t *testing.T) {
 		req := s.createReq(s.name("twicediff"))
 		req.CapacityRange.LimitBytes = s.cfg.VolumeSize
 		s.createVolume(t, req)
@@ -98,10 +98,10 @@ func createVolumeCases(t *testing.T, s *suite) {
 		}
 		wantCode(t, "CreateVolume", req2, err, rule("CreateVolume", "a volume with this name exists but is incompatible → ALREADY_EXISTS"), codes.AlreadyExists)
 	})
-	t.Run("max_length_name", func(t *testing.T) {
+	s.run(t, "max_length_name", func(t *testing.T) {
 		s.createVolume(t, s.createReq(s.longName(128)))
 	})
-	t.Run("impossible_capacity", func(t *testing.T) {
+	s.run(t, "impossible_capacity", func(t *testing.T) {
 		req := s.createReq(s.name("huge"))
 		req.CapacityRange = &csi.CapacityRange{RequiredBytes: 1 << 62, LimitBytes: 1 << 62}
 		resp, err := call(s, s.ctl.CreateVolume, req)
@@ -110,7 +110,7 @@ func createVolumeCases(t *testing.T, s *suite) {
 		}
 		wantCode(t, "CreateVolume", req, err, rule("CreateVolume", "an unsupported capacity_range → OUT_OF_RANGE"), codes.OutOfRange)
 	})
-	t.Run("unsupported_access_mode", func(t *testing.T) {
+	s.run(t, "unsupported_access_mode", func(t *testing.T) {
 		modes := s.unsupportedModes()
 		if len(modes) == 0 {
 			t.Skip("no access mode known to be unsupported (set Config.UnsupportedAccessModes)")
@@ -125,7 +125,7 @@ func createVolumeCases(t *testing.T, s *suite) {
 			wantCode(t, "CreateVolume", req, err, rule("CreateVolume", "a capability the plugin does not support → INVALID_ARGUMENT"), codes.InvalidArgument)
 		}
 	})
-	t.Run("from_snapshot", func(t *testing.T) {
+	s.run(t, "from_snapshot", func(t *testing.T) {
 		s.needCtrl(t, ccSnap)
 		src := s.createVolume(t, s.createReq(s.name("snapsrc")))
 		snap := s.createSnapshot(t, s.name("snap"), src.GetVolumeId())
@@ -135,7 +135,7 @@ func createVolumeCases(t *testing.T, s *suite) {
 		expect(t, proto.Equal(v.GetContentSource(), req.VolumeContentSource), "CreateVolume", req,
 			rule("CreateVolume", "content_source in the response MUST be the source the volume was created from"), "content_source %v, want %v", v.GetContentSource(), req.VolumeContentSource)
 	})
-	t.Run("from_missing_snapshot", func(t *testing.T) {
+	s.run(t, "from_missing_snapshot", func(t *testing.T) {
 		s.needCtrl(t, ccSnap)
 		req := s.createReq(s.name("frommissing"))
 		req.VolumeContentSource = snapSource("sanity-missing-snapshot-" + s.runID)
@@ -145,7 +145,7 @@ func createVolumeCases(t *testing.T, s *suite) {
 		}
 		wantCode(t, "CreateVolume", req, err, rule("CreateVolume", "the source snapshot does not exist → NOT_FOUND"), codes.NotFound)
 	})
-	t.Run("clone", func(t *testing.T) {
+	s.run(t, "clone", func(t *testing.T) {
 		s.needCtrl(t, ccClone)
 		src := s.createVolume(t, s.createReq(s.name("clonesrc")))
 		req := s.createReq(s.name("clone"))
@@ -154,7 +154,7 @@ func createVolumeCases(t *testing.T, s *suite) {
 		expect(t, proto.Equal(v.GetContentSource(), req.VolumeContentSource), "CreateVolume", req,
 			rule("CreateVolume", "content_source in the response MUST be the source the volume was created from"), "content_source %v, want %v", v.GetContentSource(), req.VolumeContentSource)
 	})
-	t.Run("clone_missing_source", func(t *testing.T) {
+	s.run(t, "clone_missing_source", func(t *testing.T) {
 		s.needCtrl(t, ccClone)
 		req := s.createReq(s.name("clonemissing"))
 		req.VolumeContentSource = volSource(s.missingVolumeID())
@@ -164,7 +164,7 @@ func createVolumeCases(t *testing.T, s *suite) {
 		}
 		wantCode(t, "CreateVolume", req, err, rule("CreateVolume", "the source volume does not exist → NOT_FOUND"), codes.NotFound)
 	})
-	t.Run("source_of_other_access_type", func(t *testing.T) {
+	s.run(t, "source_of_other_access_type", func(t *testing.T) {
 		if s.cfg.AccessType != BothAccess {
 			t.Skip("needs Config.AccessType BothAccess: a block source for a mount volume and back")
 		}
@@ -210,17 +210,17 @@ func (s *suite) unsupportedModes() []csi.VolumeCapability_AccessMode_Mode {
 }
 
 func deleteVolumeCases(t *testing.T, s *suite) {
-	t.Run("missing_id", func(t *testing.T) {
+	s.run(t, "missing_id", func(t *testing.T) {
 		req := &csi.DeleteVolumeRequest{Secrets: s.cfg.Secrets}
 		_, err := call(s, s.ctl.DeleteVolume, req)
 		wantCode(t, "DeleteVolume", req, err, rule("DeleteVolume", "volume_id is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
-	t.Run("unknown_id", func(t *testing.T) {
+	s.run(t, "unknown_id", func(t *testing.T) {
 		req := &csi.DeleteVolumeRequest{VolumeId: s.missingVolumeID(), Secrets: s.cfg.Secrets}
 		_, err := call(s, s.ctl.DeleteVolume, req)
 		must(t, "DeleteVolume", req, err, rule("DeleteVolume", "a volume that does not exist counts as deleted → OK"))
 	})
-	t.Run("twice", func(t *testing.T) {
+	s.run(t, "twice", func(t *testing.T) {
 		resp, err := retry(s, s.ctl.CreateVolume, s.createReq(s.name("del")))
 		must(t, "CreateVolume", nil, err, "")
 		req := &csi.DeleteVolumeRequest{VolumeId: resp.GetVolume().GetVolumeId(), Secrets: s.cfg.Secrets}
@@ -232,18 +232,18 @@ func deleteVolumeCases(t *testing.T, s *suite) {
 }
 
 func validateCases(t *testing.T, s *suite) {
-	t.Run("missing_id", func(t *testing.T) {
+	s.run(t, "missing_id", func(t *testing.T) {
 		req := &csi.ValidateVolumeCapabilitiesRequest{VolumeCapabilities: []*csi.VolumeCapability{s.volCap(sw)}, Secrets: s.cfg.Secrets}
 		_, err := call(s, s.ctl.ValidateVolumeCapabilities, req)
 		wantCode(t, "ValidateVolumeCapabilities", req, err, rule("ValidateVolumeCapabilities", "volume_id is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
-	t.Run("missing_capabilities", func(t *testing.T) {
+	s.run(t, "missing_capabilities", func(t *testing.T) {
 		v := s.createVolume(t, s.createReq(s.name("valnocap")))
 		req := &csi.ValidateVolumeCapabilitiesRequest{VolumeId: v.GetVolumeId(), Secrets: s.cfg.Secrets}
 		_, err := call(s, s.ctl.ValidateVolumeCapabilities, req)
 		wantCode(t, "ValidateVolumeCapabilities", req, err, rule("ValidateVolumeCapabilities", "volume_capabilities is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
-	t.Run("confirms_creation_capabilities", func(t *testing.T) {
+	s.run(t, "confirms_creation_capabilities", func(t *testing.T) {
 		v := s.createVolume(t, s.createReq(s.name("val")))
 		req := &csi.ValidateVolumeCapabilitiesRequest{VolumeId: v.GetVolumeId(), VolumeCapabilities: []*csi.VolumeCapability{s.volCap(sw)}, VolumeContext: v.GetVolumeContext(), Parameters: s.cfg.Parameters, Secrets: s.cfg.Secrets}
 		resp, err := call(s, s.ctl.ValidateVolumeCapabilities, req)
@@ -251,7 +251,7 @@ func validateCases(t *testing.T, s *suite) {
 		expect(t, len(resp.GetConfirmed().GetVolumeCapabilities()) > 0, "ValidateVolumeCapabilities", req,
 			rule("ValidateVolumeCapabilities", "confirmed is set, with the capabilities, when they are supported — and the volume was created with them"), "confirmed %v, want the requested capabilities", resp.GetConfirmed())
 	})
-	t.Run("unsupported_mode_not_confirmed", func(t *testing.T) {
+	s.run(t, "unsupported_mode_not_confirmed", func(t *testing.T) {
 		modes := s.unsupportedModes()
 		if len(modes) == 0 {
 			t.Skip("no access mode known to be unsupported")
@@ -266,7 +266,7 @@ func validateCases(t *testing.T, s *suite) {
 		expect(t, resp.GetConfirmed() == nil, "ValidateVolumeCapabilities", req,
 			rule("ValidateVolumeCapabilities", "confirmed SHALL be set only if all capabilities are supported"), "confirmed %v, want none", resp.GetConfirmed())
 	})
-	t.Run("unknown_volume", func(t *testing.T) {
+	s.run(t, "unknown_volume", func(t *testing.T) {
 		req := &csi.ValidateVolumeCapabilitiesRequest{VolumeId: s.missingVolumeID(), VolumeCapabilities: []*csi.VolumeCapability{s.volCap(sw)}, Secrets: s.cfg.Secrets}
 		_, err := call(s, s.ctl.ValidateVolumeCapabilities, req)
 		wantCode(t, "ValidateVolumeCapabilities", req, err, rule("ValidateVolumeCapabilities", "the volume does not exist → NOT_FOUND"), codes.NotFound)

@@ -15,7 +15,7 @@ const chunk = 4096
 func dataPathCases(t *testing.T, s *suite) {
 	s.needNode(t)
 	s.needCtrl(t, ccCreate)
-	t.Run("survives_republish", func(t *testing.T) {
+	s.run(t, "survives_republish", func(t *testing.T) {
 		v := s.createVolume(t, s.createReq(s.name("data")))
 		m := s.mountVolume(t, v, false)
 		want := s.write(t, m, 0)
@@ -27,7 +27,7 @@ func dataPathCases(t *testing.T, s *suite) {
 		s.nodePublish(t, m, false)
 		s.read(t, m, 0, want, rule("NodePublishVolume", "a volume's data persists across unpublish, unstage and publish"))
 	})
-	t.Run("readonly_publish_refuses_writes", func(t *testing.T) {
+	s.run(t, "readonly_publish_refuses_writes", func(t *testing.T) {
 		if s.access == BlockAccess {
 			t.Skip("checked for mount volumes")
 		}
@@ -37,7 +37,7 @@ func dataPathCases(t *testing.T, s *suite) {
 		expect(t, err != nil, "NodePublishVolume", s.publishReq(m, true), rule("NodePublishVolume", "readonly: the volume MUST be published read-only"),
 			"a successful write through the read-only target, want it refused")
 	})
-	t.Run("block_device_full_size", func(t *testing.T) {
+	s.run(t, "block_device_full_size", func(t *testing.T) {
 		if s.access != BlockAccess {
 			t.Skip("checked for block volumes")
 		}
@@ -52,7 +52,7 @@ func dataPathCases(t *testing.T, s *suite) {
 		want := s.write(t, m, off)
 		s.read(t, m, off, want, rule("NodePublishVolume", "the SP places a usable block device at target_path"))
 	})
-	t.Run("snapshot_content", func(t *testing.T) {
+	s.run(t, "snapshot_content", func(t *testing.T) {
 		s.needCtrl(t, ccSnap)
 		src := s.createVolume(t, s.createReq(s.name("snapdata")))
 		m := s.mountVolume(t, src, false)
@@ -64,7 +64,7 @@ func dataPathCases(t *testing.T, s *suite) {
 		restored := s.mountVolume(t, s.createVolume(t, req), false)
 		s.read(t, restored, 0, want, rule("CreateVolume", "a volume restored from a snapshot holds the source's data at snapshot time"))
 	})
-	t.Run("clone_content", func(t *testing.T) {
+	s.run(t, "clone_content", func(t *testing.T) {
 		s.needCtrl(t, ccClone)
 		src := s.createVolume(t, s.createReq(s.name("clonedata")))
 		m := s.mountVolume(t, src, false)
@@ -75,7 +75,7 @@ func dataPathCases(t *testing.T, s *suite) {
 		clone := s.mountVolume(t, s.createVolume(t, req), false)
 		s.read(t, clone, 0, want, rule("CreateVolume", "a clone holds the source volume's data"))
 	})
-	t.Run("expansion_visible_on_node", func(t *testing.T) {
+	s.run(t, "expansion_visible_on_node", func(t *testing.T) {
 		if !s.nodeCaps[ncExpand] && !s.hasCtrl(ccExpand) {
 			t.Skip("driver advertises no expansion")
 		}
@@ -90,7 +90,7 @@ func dataPathCases(t *testing.T, s *suite) {
 				"device size %d, want >= %d", after, s.cfg.ExpandSize)
 		}
 	})
-	t.Run("stats_track_writes", func(t *testing.T) {
+	s.run(t, "stats_track_writes", func(t *testing.T) {
 		s.needNode(t, ncStats)
 		if s.access == BlockAccess {
 			t.Skip("used bytes are tracked for mount volumes")

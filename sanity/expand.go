@@ -10,31 +10,31 @@ import (
 // expansionCases covers ControllerExpandVolume and NodeExpandVolume
 // requests; DataPath checks that expansion is seen on the node.
 func expansionCases(t *testing.T, s *suite) {
-	t.Run("ControllerExpandVolume", func(t *testing.T) {
+	s.run(t, "ControllerExpandVolume", func(t *testing.T) {
 		s.needCtrl(t, ccCreate, ccExpand)
-		t.Run("missing_volume_id", func(t *testing.T) {
+		s.run(t, "missing_volume_id", func(t *testing.T) {
 			req := &csi.ControllerExpandVolumeRequest{CapacityRange: &csi.CapacityRange{RequiredBytes: s.cfg.ExpandSize}, VolumeCapability: s.volCap(sw), Secrets: s.cfg.Secrets}
 			_, err := call(s, s.ctl.ControllerExpandVolume, req)
 			wantCode(t, "ControllerExpandVolume", req, err, rule("ControllerExpandVolume", "volume_id is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 		})
-		t.Run("missing_capacity", func(t *testing.T) {
+		s.run(t, "missing_capacity", func(t *testing.T) {
 			v := s.createVolume(t, s.createReq(s.name("expnocap")))
 			req := &csi.ControllerExpandVolumeRequest{VolumeId: v.GetVolumeId(), VolumeCapability: s.volCap(sw), Secrets: s.cfg.Secrets}
 			_, err := call(s, s.ctl.ControllerExpandVolume, req)
 			wantCode(t, "ControllerExpandVolume", req, err, rule("ControllerExpandVolume", "capacity_range is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 		})
-		t.Run("unknown_volume", func(t *testing.T) {
+		s.run(t, "unknown_volume", func(t *testing.T) {
 			req := &csi.ControllerExpandVolumeRequest{VolumeId: s.missingVolumeID(), CapacityRange: &csi.CapacityRange{RequiredBytes: s.cfg.ExpandSize}, VolumeCapability: s.volCap(sw), Secrets: s.cfg.Secrets}
 			_, err := call(s, s.ctl.ControllerExpandVolume, req)
 			wantCode(t, "ControllerExpandVolume", req, err, rule("ControllerExpandVolume", "the volume does not exist → NOT_FOUND"), codes.NotFound)
 		})
-		t.Run("impossible_capacity", func(t *testing.T) {
+		s.run(t, "impossible_capacity", func(t *testing.T) {
 			v := s.createVolume(t, s.createReq(s.name("exphuge")))
 			req := &csi.ControllerExpandVolumeRequest{VolumeId: v.GetVolumeId(), CapacityRange: &csi.CapacityRange{RequiredBytes: 1 << 62, LimitBytes: 1 << 62}, VolumeCapability: s.volCap(sw), Secrets: s.cfg.Secrets}
 			_, err := call(s, s.ctl.ControllerExpandVolume, req)
 			wantCode(t, "ControllerExpandVolume", req, err, rule("ControllerExpandVolume", "an unsupported capacity → OUT_OF_RANGE"), codes.OutOfRange)
 		})
-		t.Run("grows", func(t *testing.T) {
+		s.run(t, "grows", func(t *testing.T) {
 			v := s.createVolume(t, s.createReq(s.name("exp")))
 			req := &csi.ControllerExpandVolumeRequest{VolumeId: v.GetVolumeId(), CapacityRange: &csi.CapacityRange{RequiredBytes: s.cfg.ExpandSize}, VolumeCapability: s.volCap(sw), Secrets: s.cfg.Secrets}
 			for range s.cfg.IdempotentCount {
@@ -45,26 +45,26 @@ func expansionCases(t *testing.T, s *suite) {
 			}
 		})
 	})
-	t.Run("NodeExpandVolume", func(t *testing.T) {
+	s.run(t, "NodeExpandVolume", func(t *testing.T) {
 		s.needNode(t, ncExpand)
-		t.Run("missing_volume_id", func(t *testing.T) {
+		s.run(t, "missing_volume_id", func(t *testing.T) {
 			_, target := s.caseDir(t)
 			req := &csi.NodeExpandVolumeRequest{VolumePath: target, VolumeCapability: s.volCap(sw)}
 			_, err := call(s, s.node.NodeExpandVolume, req)
 			wantCode(t, "NodeExpandVolume", req, err, rule("NodeExpandVolume", "volume_id is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 		})
-		t.Run("missing_volume_path", func(t *testing.T) {
+		s.run(t, "missing_volume_path", func(t *testing.T) {
 			req := &csi.NodeExpandVolumeRequest{VolumeId: s.missingVolumeID(), VolumeCapability: s.volCap(sw)}
 			_, err := call(s, s.node.NodeExpandVolume, req)
 			wantCode(t, "NodeExpandVolume", req, err, rule("NodeExpandVolume", "volume_path is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 		})
-		t.Run("unknown_volume", func(t *testing.T) {
+		s.run(t, "unknown_volume", func(t *testing.T) {
 			_, target := s.caseDir(t)
 			req := &csi.NodeExpandVolumeRequest{VolumeId: s.missingVolumeID(), VolumePath: target, VolumeCapability: s.volCap(sw)}
 			_, err := call(s, s.node.NodeExpandVolume, req)
 			wantCode(t, "NodeExpandVolume", req, err, rule("NodeExpandVolume", "the volume does not exist → NOT_FOUND"), codes.NotFound)
 		})
-		t.Run("after_publish", func(t *testing.T) {
+		s.run(t, "after_publish", func(t *testing.T) {
 			s.needCtrl(t, ccCreate)
 			expandPublished(t, s)
 		})
@@ -118,12 +118,12 @@ func (s *suite) controllerExpand(t *testing.T, v *csi.Volume) {
 // modifyCases covers ControllerModifyVolume.
 func modifyCases(t *testing.T, s *suite) {
 	s.needCtrl(t, ccCreate, ccModify)
-	t.Run("missing_volume_id", func(t *testing.T) {
+	s.run(t, "missing_volume_id", func(t *testing.T) {
 		req := &csi.ControllerModifyVolumeRequest{MutableParameters: s.cfg.MutableParameters, Secrets: s.cfg.Secrets}
 		_, err := call(s, s.ctl.ControllerModifyVolume, req)
 		wantCode(t, "ControllerModifyVolume", req, err, rule("ControllerModifyVolume", "volume_id is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
-	t.Run("unknown_volume", func(t *testing.T) {
+	s.run(t, "unknown_volume", func(t *testing.T) {
 		req := &csi.ControllerModifyVolumeRequest{VolumeId: s.missingVolumeID(), MutableParameters: s.cfg.MutableParameters, Secrets: s.cfg.Secrets}
 		_, err := call(s, s.ctl.ControllerModifyVolume, req)
 		wantCode(t, "ControllerModifyVolume", req, err, rule("ControllerModifyVolume", "the volume does not exist → NOT_FOUND"), codes.NotFound)
@@ -133,7 +133,7 @@ func modifyCases(t *testing.T, s *suite) {
 		if withClass {
 			suffix = "created_with_mutable_parameters"
 		}
-		t.Run("unsupported_parameter/"+suffix, func(t *testing.T) {
+		s.run(t, "unsupported_parameter/"+suffix, func(t *testing.T) {
 			if withClass && len(s.cfg.MutableParameters) == 0 {
 				t.Skip("no Config.MutableParameters")
 			}
@@ -146,7 +146,7 @@ func modifyCases(t *testing.T, s *suite) {
 			_, err := call(s, s.ctl.ControllerModifyVolume, req)
 			wantCode(t, "ControllerModifyVolume", req, err, rule("ControllerModifyVolume", "a mutable parameter the plugin does not support → INVALID_ARGUMENT"), codes.InvalidArgument)
 		})
-		t.Run("modifies/"+suffix, func(t *testing.T) {
+		s.run(t, "modifies/"+suffix, func(t *testing.T) {
 			if len(s.cfg.MutableParameters) == 0 {
 				t.Skip("no Config.MutableParameters the driver accepts")
 			}
@@ -167,7 +167,7 @@ func groupCases(t *testing.T, s *suite) {
 	if !s.plugin[csi.PluginCapability_Service_GROUP_CONTROLLER_SERVICE] {
 		t.Skip("driver does not advertise GROUP_CONTROLLER_SERVICE")
 	}
-	t.Run("GroupControllerGetCapabilities/known_values", func(t *testing.T) {
+	s.run(t, "GroupControllerGetCapabilities/known_values", func(t *testing.T) {
 		req := &csi.GroupControllerGetCapabilitiesRequest{}
 		resp, err := call(s, s.grp.GroupControllerGetCapabilities, req)
 		must(t, "GroupControllerGetCapabilities", req, err, rule("GroupControllerGetCapabilities", "a group controller plugin MUST implement it"))
@@ -179,27 +179,27 @@ func groupCases(t *testing.T, s *suite) {
 	if !s.grpCaps[csi.GroupControllerServiceCapability_RPC_CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT] {
 		return
 	}
-	t.Run("CreateVolumeGroupSnapshot/missing_name", func(t *testing.T) {
+	s.run(t, "CreateVolumeGroupSnapshot/missing_name", func(t *testing.T) {
 		req := &csi.CreateVolumeGroupSnapshotRequest{SourceVolumeIds: []string{s.missingVolumeID()}, Secrets: s.cfg.Secrets}
 		_, err := call(s, s.grp.CreateVolumeGroupSnapshot, req)
 		wantCode(t, "CreateVolumeGroupSnapshot", req, err, rule("CreateVolumeGroupSnapshot", "name is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
-	t.Run("GetVolumeGroupSnapshot/missing_id", func(t *testing.T) {
+	s.run(t, "GetVolumeGroupSnapshot/missing_id", func(t *testing.T) {
 		req := &csi.GetVolumeGroupSnapshotRequest{Secrets: s.cfg.Secrets}
 		_, err := call(s, s.grp.GetVolumeGroupSnapshot, req)
 		wantCode(t, "GetVolumeGroupSnapshot", req, err, rule("GetVolumeGroupSnapshot", "group_snapshot_id is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
-	t.Run("GetVolumeGroupSnapshot/unknown_id", func(t *testing.T) {
+	s.run(t, "GetVolumeGroupSnapshot/unknown_id", func(t *testing.T) {
 		req := &csi.GetVolumeGroupSnapshotRequest{GroupSnapshotId: "sanity-missing-group-" + s.runID, Secrets: s.cfg.Secrets}
 		_, err := call(s, s.grp.GetVolumeGroupSnapshot, req)
 		wantCode(t, "GetVolumeGroupSnapshot", req, err, rule("GetVolumeGroupSnapshot", "the group snapshot does not exist → NOT_FOUND"), codes.NotFound)
 	})
-	t.Run("DeleteVolumeGroupSnapshot/missing_id", func(t *testing.T) {
+	s.run(t, "DeleteVolumeGroupSnapshot/missing_id", func(t *testing.T) {
 		req := &csi.DeleteVolumeGroupSnapshotRequest{Secrets: s.cfg.Secrets}
 		_, err := call(s, s.grp.DeleteVolumeGroupSnapshot, req)
 		wantCode(t, "DeleteVolumeGroupSnapshot", req, err, rule("DeleteVolumeGroupSnapshot", "group_snapshot_id is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
-	t.Run("DeleteVolumeGroupSnapshot/unknown_id", func(t *testing.T) {
+	s.run(t, "DeleteVolumeGroupSnapshot/unknown_id", func(t *testing.T) {
 		req := &csi.DeleteVolumeGroupSnapshotRequest{GroupSnapshotId: "sanity-missing-group-" + s.runID, Secrets: s.cfg.Secrets}
 		_, err := call(s, s.grp.DeleteVolumeGroupSnapshot, req)
 		must(t, "DeleteVolumeGroupSnapshot", req, err, rule("DeleteVolumeGroupSnapshot", "a group snapshot that does not exist counts as deleted → OK"))

@@ -15,7 +15,7 @@ var pluginName = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9.-]{0,61}[a-zA-Z0-9]
 
 // identityCases covers the Identity service.
 func identityCases(t *testing.T, s *suite) {
-	t.Run("GetPluginInfo/name_and_version", func(t *testing.T) {
+	s.run(t, "GetPluginInfo/name_and_version", func(t *testing.T) {
 		req := &csi.GetPluginInfoRequest{}
 		resp, err := call(s, s.id.GetPluginInfo, req)
 		must(t, "GetPluginInfo", req, err, rule("GetPluginInfo", "every plugin MUST implement it"))
@@ -25,7 +25,7 @@ func identityCases(t *testing.T, s *suite) {
 		expect(t, resp.GetVendorVersion() != "", "GetPluginInfo", req,
 			rule("GetPluginInfo", "vendor_version is REQUIRED"), "an empty vendor_version, want one")
 	})
-	t.Run("GetPluginCapabilities/known_values", func(t *testing.T) {
+	s.run(t, "GetPluginCapabilities/known_values", func(t *testing.T) {
 		req := &csi.GetPluginCapabilitiesRequest{}
 		resp, err := call(s, s.id.GetPluginCapabilities, req)
 		must(t, "GetPluginCapabilities", req, err, rule("GetPluginCapabilities", "every plugin MUST implement it"))
@@ -44,7 +44,7 @@ func identityCases(t *testing.T, s *suite) {
 			}
 		}
 	})
-	t.Run("Probe/ready_or_failed_precondition", func(t *testing.T) {
+	s.run(t, "Probe/ready_or_failed_precondition", func(t *testing.T) {
 		req := &csi.ProbeRequest{}
 		resp, err := call(s, s.id.Probe, req)
 		if c := status.Code(err); c != codes.OK && c != codes.FailedPrecondition {
@@ -55,7 +55,7 @@ func identityCases(t *testing.T, s *suite) {
 			t.Logf("Probe: driver reports not ready yet")
 		}
 	})
-	t.Run("Probe/same_answer_twice", func(t *testing.T) {
+	s.run(t, "Probe/same_answer_twice", func(t *testing.T) {
 		req := &csi.ProbeRequest{}
 		_, err1 := call(s, s.id.Probe, req)
 		_, err2 := call(s, s.id.Probe, req)

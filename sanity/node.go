@@ -20,7 +20,7 @@ const (
 
 // nodeCases covers the Node service.
 func nodeCases(t *testing.T, s *suite) {
-	t.Run("NodeGetCapabilities/known_values", func(t *testing.T) {
+	s.run(t, "NodeGetCapabilities/known_values", func(t *testing.T) {
 		s.needNode(t)
 		req := &csi.NodeGetCapabilitiesRequest{}
 		resp, err := call(s, s.node.NodeGetCapabilities, req)
@@ -31,7 +31,7 @@ func nodeCases(t *testing.T, s *suite) {
 				rule("NodeGetCapabilities", "capabilities are values the spec defines"), "capability %v, want a defined one", ty)
 		}
 	})
-	t.Run("NodeGetInfo/valid", func(t *testing.T) {
+	s.run(t, "NodeGetInfo/valid", func(t *testing.T) {
 		s.needNode(t)
 		req := &csi.NodeGetInfoRequest{}
 		resp, err := call(s, s.node.NodeGetInfo, req)
@@ -43,18 +43,18 @@ func nodeCases(t *testing.T, s *suite) {
 				rule("NodeGetInfo", "a plugin with VOLUME_ACCESSIBILITY_CONSTRAINTS reports accessible_topology"), "no accessible_topology, want one")
 		}
 	})
-	t.Run("NodePublishVolume", func(t *testing.T) { s.needNode(t); nodePublishCases(t, s) })
-	t.Run("NodeUnpublishVolume", func(t *testing.T) { s.needNode(t); nodeUnpublishCases(t, s) })
-	t.Run("NodeStageVolume", func(t *testing.T) { s.needNode(t, ncStage); nodeStageCases(t, s) })
-	t.Run("NodeGetVolumeStats", func(t *testing.T) { s.needNode(t, ncStats); statsCases(t, s) })
-	t.Run("NodeGetVolumeHealth", func(t *testing.T) { s.needNode(t, ncHealth); healthCases(t, s) })
-	t.Run("NodeGetStorageHealth/answers", func(t *testing.T) {
+	s.run(t, "NodePublishVolume", func(t *testing.T) { s.needNode(t); nodePublishCases(t, s) })
+	s.run(t, "NodeUnpublishVolume", func(t *testing.T) { s.needNode(t); nodeUnpublishCases(t, s) })
+	s.run(t, "NodeStageVolume", func(t *testing.T) { s.needNode(t, ncStage); nodeStageCases(t, s) })
+	s.run(t, "NodeGetVolumeStats", func(t *testing.T) { s.needNode(t, ncStats); statsCases(t, s) })
+	s.run(t, "NodeGetVolumeHealth", func(t *testing.T) { s.needNode(t, ncHealth); healthCases(t, s) })
+	s.run(t, "NodeGetStorageHealth/answers", func(t *testing.T) {
 		s.needNode(t, ncStorage)
 		req := &csi.NodeGetStorageHealthRequest{}
 		_, err := call(s, s.node.NodeGetStorageHealth, req)
 		must(t, "NodeGetStorageHealth", req, err, rule("NodeGetStorageHealth", "MUST succeed for a plugin advertising GET_STORAGE_HEALTH"))
 	})
-	t.Run("lifecycle/works", func(t *testing.T) {
+	s.run(t, "lifecycle/works", func(t *testing.T) {
 		s.needNode(t)
 		s.needCtrl(t, ccCreate)
 		m := s.mountVolume(t, s.createVolume(t, s.createReq(s.name("life"))), false)
@@ -62,7 +62,7 @@ func nodeCases(t *testing.T, s *suite) {
 		expect(t, err == nil && ok, "NodePublishVolume", s.publishReq(m, false), rule("NodePublishVolume", "the SP places the mounted directory or block device at target_path"),
 			"target_path missing after publish (%v), want it present", err)
 	})
-	t.Run("lifecycle/idempotent", func(t *testing.T) {
+	s.run(t, "lifecycle/idempotent", func(t *testing.T) {
 		s.needNode(t)
 		s.needCtrl(t, ccCreate)
 		m := s.mountVolume(t, s.createVolume(t, s.createReq(s.name("lifeidem"))), false)
@@ -90,24 +90,24 @@ func nodeCases(t *testing.T, s *suite) {
 }
 
 func nodePublishCases(t *testing.T, s *suite) {
-	t.Run("missing_volume_id", func(t *testing.T) {
+	s.run(t, "missing_volume_id", func(t *testing.T) {
 		_, target := s.caseDir(t)
 		req := &csi.NodePublishVolumeRequest{TargetPath: target, VolumeCapability: s.volCap(sw), Secrets: s.cfg.Secrets}
 		_, err := call(s, s.node.NodePublishVolume, req)
 		wantCode(t, "NodePublishVolume", req, err, rule("NodePublishVolume", "volume_id is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
-	t.Run("missing_target_path", func(t *testing.T) {
+	s.run(t, "missing_target_path", func(t *testing.T) {
 		req := &csi.NodePublishVolumeRequest{VolumeId: s.missingVolumeID(), VolumeCapability: s.volCap(sw), Secrets: s.cfg.Secrets}
 		_, err := call(s, s.node.NodePublishVolume, req)
 		wantCode(t, "NodePublishVolume", req, err, rule("NodePublishVolume", "target_path is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
-	t.Run("missing_capability", func(t *testing.T) {
+	s.run(t, "missing_capability", func(t *testing.T) {
 		_, target := s.caseDir(t)
 		req := &csi.NodePublishVolumeRequest{VolumeId: s.missingVolumeID(), TargetPath: target, Secrets: s.cfg.Secrets}
 		_, err := call(s, s.node.NodePublishVolume, req)
 		wantCode(t, "NodePublishVolume", req, err, rule("NodePublishVolume", "volume_capability is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
-	t.Run("unknown_volume", func(t *testing.T) {
+	s.run(t, "unknown_volume", func(t *testing.T) {
 		staging, target := s.caseDir(t)
 		req := &csi.NodePublishVolumeRequest{VolumeId: s.missingVolumeID(), TargetPath: target, VolumeCapability: s.volCap(sw), Secrets: s.cfg.Secrets}
 		if s.nodeCaps[ncStage] {
@@ -116,14 +116,14 @@ func nodePublishCases(t *testing.T, s *suite) {
 		_, err := call(s, s.node.NodePublishVolume, req)
 		wantCode(t, "NodePublishVolume", req, err, rule("NodePublishVolume", "the volume does not exist → NOT_FOUND"), codes.NotFound)
 	})
-	t.Run("incompatible_republish", func(t *testing.T) {
+	s.run(t, "incompatible_republish", func(t *testing.T) {
 		s.needCtrl(t, ccCreate)
 		m := s.mountVolume(t, s.createVolume(t, s.createReq(s.name("npro"))), false)
 		req := s.publishReq(m, true)
 		_, err := call(s, s.node.NodePublishVolume, req)
 		wantCode(t, "NodePublishVolume", req, err, rule("NodePublishVolume", "already published at target_path with another readonly flag → ALREADY_EXISTS"), codes.AlreadyExists)
 	})
-	t.Run("single_writer_second_target", func(t *testing.T) {
+	s.run(t, "single_writer_second_target", func(t *testing.T) {
 		s.needNode(t, ncSNMW)
 		s.needCtrl(t, ccCreate)
 		req := s.createReq(s.name("snsw"))
@@ -143,18 +143,18 @@ func nodePublishCases(t *testing.T, s *suite) {
 }
 
 func nodeUnpublishCases(t *testing.T, s *suite) {
-	t.Run("missing_volume_id", func(t *testing.T) {
+	s.run(t, "missing_volume_id", func(t *testing.T) {
 		_, target := s.caseDir(t)
 		req := &csi.NodeUnpublishVolumeRequest{TargetPath: target}
 		_, err := call(s, s.node.NodeUnpublishVolume, req)
 		wantCode(t, "NodeUnpublishVolume", req, err, rule("NodeUnpublishVolume", "volume_id is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
-	t.Run("missing_target_path", func(t *testing.T) {
+	s.run(t, "missing_target_path", func(t *testing.T) {
 		req := &csi.NodeUnpublishVolumeRequest{VolumeId: s.missingVolumeID()}
 		_, err := call(s, s.node.NodeUnpublishVolume, req)
 		wantCode(t, "NodeUnpublishVolume", req, err, rule("NodeUnpublishVolume", "target_path is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
-	t.Run("not_published", func(t *testing.T) {
+	s.run(t, "not_published", func(t *testing.T) {
 		s.needCtrl(t, ccCreate)
 		v := s.createVolume(t, s.createReq(s.name("notpub")))
 		_, target := s.caseDir(t)
@@ -162,7 +162,7 @@ func nodeUnpublishCases(t *testing.T, s *suite) {
 		_, err := call(s, s.node.NodeUnpublishVolume, req)
 		must(t, "NodeUnpublishVolume", req, err, rule("NodeUnpublishVolume", "a volume not published at target_path counts as unpublished → OK"))
 	})
-	t.Run("unknown_volume", func(t *testing.T) {
+	s.run(t, "unknown_volume", func(t *testing.T) {
 		_, target := s.caseDir(t)
 		req := &csi.NodeUnpublishVolumeRequest{VolumeId: s.missingVolumeID(), TargetPath: target}
 		_, err := call(s, s.node.NodeUnpublishVolume, req)
@@ -170,7 +170,7 @@ func nodeUnpublishCases(t *testing.T, s *suite) {
 			wantCode(t, "NodeUnpublishVolume", req, err, rule("NodeUnpublishVolume", "a volume that does not exist → NOT_FOUND (or OK: nothing is published)"), codes.NotFound)
 		}
 	})
-	t.Run("removes_target_path", func(t *testing.T) {
+	s.run(t, "removes_target_path", func(t *testing.T) {
 		s.needCtrl(t, ccCreate)
 		m := s.mountVolume(t, s.createVolume(t, s.createReq(s.name("unpub"))), false)
 		s.unpublish(t, m)
@@ -181,18 +181,18 @@ func nodeUnpublishCases(t *testing.T, s *suite) {
 }
 
 func nodeStageCases(t *testing.T, s *suite) {
-	t.Run("missing_volume_id", func(t *testing.T) {
+	s.run(t, "missing_volume_id", func(t *testing.T) {
 		staging, _ := s.caseDir(t)
 		req := &csi.NodeStageVolumeRequest{StagingTargetPath: staging, VolumeCapability: s.volCap(sw), Secrets: s.cfg.Secrets}
 		_, err := call(s, s.node.NodeStageVolume, req)
 		wantCode(t, "NodeStageVolume", req, err, rule("NodeStageVolume", "volume_id is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
-	t.Run("missing_staging_path", func(t *testing.T) {
+	s.run(t, "missing_staging_path", func(t *testing.T) {
 		req := &csi.NodeStageVolumeRequest{VolumeId: s.missingVolumeID(), VolumeCapability: s.volCap(sw), Secrets: s.cfg.Secrets}
 		_, err := call(s, s.node.NodeStageVolume, req)
 		wantCode(t, "NodeStageVolume", req, err, rule("NodeStageVolume", "staging_target_path is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
-	t.Run("missing_capability", func(t *testing.T) {
+	s.run(t, "missing_capability", func(t *testing.T) {
 		s.needCtrl(t, ccCreate)
 		v := s.createVolume(t, s.createReq(s.name("stnocap")))
 		staging, _ := s.caseDir(t)
@@ -200,13 +200,13 @@ func nodeStageCases(t *testing.T, s *suite) {
 		_, err := call(s, s.node.NodeStageVolume, req)
 		wantCode(t, "NodeStageVolume", req, err, rule("NodeStageVolume", "volume_capability is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
-	t.Run("unknown_volume", func(t *testing.T) {
+	s.run(t, "unknown_volume", func(t *testing.T) {
 		staging, _ := s.caseDir(t)
 		req := &csi.NodeStageVolumeRequest{VolumeId: s.missingVolumeID(), StagingTargetPath: staging, VolumeCapability: s.volCap(sw), Secrets: s.cfg.Secrets}
 		_, err := call(s, s.node.NodeStageVolume, req)
 		wantCode(t, "NodeStageVolume", req, err, rule("NodeStageVolume", "the volume does not exist → NOT_FOUND"), codes.NotFound)
 	})
-	t.Run("delete_while_staged", func(t *testing.T) {
+	s.run(t, "delete_while_staged", func(t *testing.T) {
 		s.needCtrl(t, ccCreate)
 		resp, err := retry(s, s.ctl.CreateVolume, s.createReq(s.name("delstaged")))
 		must(t, "CreateVolume", nil, err, "")
@@ -230,18 +230,18 @@ func nodeStageCases(t *testing.T, s *suite) {
 		// The case directory's cleanup fails the case if staging left a
 		// mount or (block) a loop device behind.
 	})
-	t.Run("Unstage/missing_volume_id", func(t *testing.T) {
+	s.run(t, "Unstage/missing_volume_id", func(t *testing.T) {
 		staging, _ := s.caseDir(t)
 		req := &csi.NodeUnstageVolumeRequest{StagingTargetPath: staging}
 		_, err := call(s, s.node.NodeUnstageVolume, req)
 		wantCode(t, "NodeUnstageVolume", req, err, rule("NodeUnstageVolume", "volume_id is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
-	t.Run("Unstage/missing_staging_path", func(t *testing.T) {
+	s.run(t, "Unstage/missing_staging_path", func(t *testing.T) {
 		req := &csi.NodeUnstageVolumeRequest{VolumeId: s.missingVolumeID()}
 		_, err := call(s, s.node.NodeUnstageVolume, req)
 		wantCode(t, "NodeUnstageVolume", req, err, rule("NodeUnstageVolume", "staging_target_path is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
-	t.Run("Unstage/not_staged", func(t *testing.T) {
+	s.run(t, "Unstage/not_staged", func(t *testing.T) {
 		s.needCtrl(t, ccCreate)
 		v := s.createVolume(t, s.createReq(s.name("notstaged")))
 		staging, _ := s.caseDir(t)
@@ -249,7 +249,7 @@ func nodeStageCases(t *testing.T, s *suite) {
 		_, err := call(s, s.node.NodeUnstageVolume, req)
 		must(t, "NodeUnstageVolume", req, err, rule("NodeUnstageVolume", "a volume not staged at staging_target_path counts as unstaged → OK"))
 	})
-	t.Run("Unstage/unknown_volume", func(t *testing.T) {
+	s.run(t, "Unstage/unknown_volume", func(t *testing.T) {
 		staging, _ := s.caseDir(t)
 		req := &csi.NodeUnstageVolumeRequest{VolumeId: s.missingVolumeID(), StagingTargetPath: staging}
 		_, err := call(s, s.node.NodeUnstageVolume, req)
@@ -260,31 +260,31 @@ func nodeStageCases(t *testing.T, s *suite) {
 }
 
 func statsCases(t *testing.T, s *suite) {
-	t.Run("missing_volume_id", func(t *testing.T) {
+	s.run(t, "missing_volume_id", func(t *testing.T) {
 		_, target := s.caseDir(t)
 		req := &csi.NodeGetVolumeStatsRequest{VolumePath: target}
 		_, err := call(s, s.node.NodeGetVolumeStats, req)
 		wantCode(t, "NodeGetVolumeStats", req, err, rule("NodeGetVolumeStats", "volume_id is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
-	t.Run("missing_volume_path", func(t *testing.T) {
+	s.run(t, "missing_volume_path", func(t *testing.T) {
 		req := &csi.NodeGetVolumeStatsRequest{VolumeId: s.missingVolumeID()}
 		_, err := call(s, s.node.NodeGetVolumeStats, req)
 		wantCode(t, "NodeGetVolumeStats", req, err, rule("NodeGetVolumeStats", "volume_path is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
-	t.Run("unknown_volume", func(t *testing.T) {
+	s.run(t, "unknown_volume", func(t *testing.T) {
 		_, target := s.caseDir(t)
 		req := &csi.NodeGetVolumeStatsRequest{VolumeId: s.missingVolumeID(), VolumePath: target}
 		_, err := call(s, s.node.NodeGetVolumeStats, req)
 		wantCode(t, "NodeGetVolumeStats", req, err, rule("NodeGetVolumeStats", "the volume does not exist → NOT_FOUND"), codes.NotFound)
 	})
-	t.Run("not_published_at_path", func(t *testing.T) {
+	s.run(t, "not_published_at_path", func(t *testing.T) {
 		s.needCtrl(t, ccCreate)
 		m := s.mountVolume(t, s.createVolume(t, s.createReq(s.name("statpath"))), false)
 		req := &csi.NodeGetVolumeStatsRequest{VolumeId: m.vol.GetVolumeId(), VolumePath: filepath.Join(filepath.Dir(m.target), "elsewhere")}
 		_, err := call(s, s.node.NodeGetVolumeStats, req)
 		wantCode(t, "NodeGetVolumeStats", req, err, rule("NodeGetVolumeStats", "the volume is not published at volume_path → NOT_FOUND"), codes.NotFound)
 	})
-	t.Run("published_volume", func(t *testing.T) {
+	s.run(t, "published_volume", func(t *testing.T) {
 		s.needCtrl(t, ccCreate)
 		m := s.mountVolume(t, s.createVolume(t, s.createReq(s.name("stat"))), false)
 		req := &csi.NodeGetVolumeStatsRequest{VolumeId: m.vol.GetVolumeId(), VolumePath: m.target}
@@ -318,12 +318,12 @@ func bytesTotal(r *csi.NodeGetVolumeStatsResponse) int64 {
 }
 
 func healthCases(t *testing.T, s *suite) {
-	t.Run("missing_volume_id", func(t *testing.T) {
+	s.run(t, "missing_volume_id", func(t *testing.T) {
 		req := &csi.NodeGetVolumeHealthRequest{}
 		_, err := call(s, s.node.NodeGetVolumeHealth, req)
 		wantCode(t, "NodeGetVolumeHealth", req, err, rule("NodeGetVolumeHealth", "volume_id is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
-	t.Run("published_volume", func(t *testing.T) {
+	s.run(t, "published_volume", func(t *testing.T) {
 		s.needCtrl(t, ccCreate)
 		m := s.mountVolume(t, s.createVolume(t, s.createReq(s.name("health"))), false)
 		req := &csi.NodeGetVolumeHealthRequest{VolumeId: m.vol.GetVolumeId()}

@@ -17,7 +17,7 @@ const (
 // once. Only the entries the case created are counted, so other volumes
 // in the backend do not disturb it.
 func paginationCases(t *testing.T, s *suite) {
-	t.Run("ListVolumes/every_entry_once", func(t *testing.T) {
+	s.run(t, "ListVolumes/every_entry_once", func(t *testing.T) {
 		s.needCtrl(t, ccCreate, ccList)
 		ours := map[string]bool{}
 		for range pageCount {
@@ -48,7 +48,7 @@ func paginationCases(t *testing.T, s *suite) {
 			expect(t, seen[id] == 1, "ListVolumes (all pages)", nil, rule("ListVolumes", "paging with next_token lists every volume exactly once"), "volume %s %d times, want once", id, seen[id])
 		}
 	})
-	t.Run("ListVolumes/token_survives_changes", func(t *testing.T) {
+	s.run(t, "ListVolumes/token_survives_changes", func(t *testing.T) {
 		s.needCtrl(t, ccCreate, ccList)
 		var ids []string
 		for range pageCount {
@@ -84,7 +84,7 @@ func paginationCases(t *testing.T, s *suite) {
 				"volume %s %d times (deleted: %v), want at most once and not deleted", id, n, gone[id])
 		}
 	})
-	t.Run("ListSnapshots/every_entry_once", func(t *testing.T) {
+	s.run(t, "ListSnapshots/every_entry_once", func(t *testing.T) {
 		s.needCtrl(t, ccCreate, ccSnap, ccListSn)
 		v := s.createVolume(t, s.createReq(s.name("snpage")))
 		ours := map[string]bool{}

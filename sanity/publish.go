@@ -18,33 +18,33 @@ func controllerPublishCases(t *testing.T, s *suite) {
 		}
 		return s.nodeInfo.GetNodeId()
 	}
-	t.Run("missing_volume_id", func(t *testing.T) {
+	s.run(t, "missing_volume_id", func(t *testing.T) {
 		req := &csi.ControllerPublishVolumeRequest{NodeId: "node", VolumeCapability: s.volCap(sw), Secrets: s.cfg.Secrets}
 		_, err := call(s, s.ctl.ControllerPublishVolume, req)
 		wantCode(t, "ControllerPublishVolume", req, err, rule("ControllerPublishVolume", "volume_id is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
-	t.Run("missing_node_id", func(t *testing.T) {
+	s.run(t, "missing_node_id", func(t *testing.T) {
 		req := &csi.ControllerPublishVolumeRequest{VolumeId: s.missingVolumeID(), VolumeCapability: s.volCap(sw), Secrets: s.cfg.Secrets}
 		_, err := call(s, s.ctl.ControllerPublishVolume, req)
 		wantCode(t, "ControllerPublishVolume", req, err, rule("ControllerPublishVolume", "node_id is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
-	t.Run("missing_capability", func(t *testing.T) {
+	s.run(t, "missing_capability", func(t *testing.T) {
 		req := &csi.ControllerPublishVolumeRequest{VolumeId: s.missingVolumeID(), NodeId: "node", Secrets: s.cfg.Secrets}
 		_, err := call(s, s.ctl.ControllerPublishVolume, req)
 		wantCode(t, "ControllerPublishVolume", req, err, rule("ControllerPublishVolume", "volume_capability is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
-	t.Run("unknown_volume", func(t *testing.T) {
+	s.run(t, "unknown_volume", func(t *testing.T) {
 		req := &csi.ControllerPublishVolumeRequest{VolumeId: s.missingVolumeID(), NodeId: nodeID(t), VolumeCapability: s.volCap(sw), Secrets: s.cfg.Secrets}
 		_, err := call(s, s.ctl.ControllerPublishVolume, req)
 		wantCode(t, "ControllerPublishVolume", req, err, rule("ControllerPublishVolume", "the volume does not exist → NOT_FOUND"), codes.NotFound)
 	})
-	t.Run("unknown_node", func(t *testing.T) {
+	s.run(t, "unknown_node", func(t *testing.T) {
 		v := s.createVolume(t, s.createReq(s.name("cpnode")))
 		req := &csi.ControllerPublishVolumeRequest{VolumeId: v.GetVolumeId(), NodeId: "sanity-missing-node-" + s.runID, VolumeCapability: s.volCap(sw), Secrets: s.cfg.Secrets}
 		_, err := call(s, s.ctl.ControllerPublishVolume, req)
 		wantCode(t, "ControllerPublishVolume", req, err, rule("ControllerPublishVolume", "the node does not exist → NOT_FOUND"), codes.NotFound)
 	})
-	t.Run("incompatible_republish", func(t *testing.T) {
+	s.run(t, "incompatible_republish", func(t *testing.T) {
 		s.needCtrl(t, ccRO)
 		v := s.createVolume(t, s.createReq(s.name("cpro")))
 		nodeID(t)
@@ -53,7 +53,7 @@ func controllerPublishCases(t *testing.T, s *suite) {
 		_, err := call(s, s.ctl.ControllerPublishVolume, req)
 		wantCode(t, "ControllerPublishVolume", req, err, rule("ControllerPublishVolume", "published to the node with an incompatible readonly flag → ALREADY_EXISTS"), codes.AlreadyExists)
 	})
-	t.Run("idempotent", func(t *testing.T) {
+	s.run(t, "idempotent", func(t *testing.T) {
 		v := s.createVolume(t, s.createReq(s.name("cpidem")))
 		nodeID(t)
 		first := s.controllerPublish(t, v, s.volCap(sw), false)
@@ -65,7 +65,7 @@ func controllerPublishCases(t *testing.T, s *suite) {
 				rule("ControllerPublishVolume", "a repeated publish returns the same publish_context"), "publish_context %v, want %v", resp.GetPublishContext(), first)
 		}
 	})
-	t.Run("attach_limit", func(t *testing.T) {
+	s.run(t, "attach_limit", func(t *testing.T) {
 		if !s.cfg.TestAttachLimit {
 			t.Skip("Config.TestAttachLimit is off")
 		}
@@ -81,18 +81,18 @@ func controllerPublishCases(t *testing.T, s *suite) {
 		_, err := call(s, s.ctl.ControllerPublishVolume, req)
 		wantCode(t, "ControllerPublishVolume", req, err, rule("ControllerPublishVolume", "more volumes than max_volumes_per_node on one node → RESOURCE_EXHAUSTED"), codes.ResourceExhausted)
 	})
-	t.Run("Unpublish/missing_volume_id", func(t *testing.T) {
+	s.run(t, "Unpublish/missing_volume_id", func(t *testing.T) {
 		req := &csi.ControllerUnpublishVolumeRequest{NodeId: "node", Secrets: s.cfg.Secrets}
 		_, err := call(s, s.ctl.ControllerUnpublishVolume, req)
 		wantCode(t, "ControllerUnpublishVolume", req, err, rule("ControllerUnpublishVolume", "volume_id is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
-	t.Run("Unpublish/not_published", func(t *testing.T) {
+	s.run(t, "Unpublish/not_published", func(t *testing.T) {
 		v := s.createVolume(t, s.createReq(s.name("cpnot")))
 		req := &csi.ControllerUnpublishVolumeRequest{VolumeId: v.GetVolumeId(), NodeId: nodeID(t), Secrets: s.cfg.Secrets}
 		_, err := call(s, s.ctl.ControllerUnpublishVolume, req)
 		must(t, "ControllerUnpublishVolume", req, err, rule("ControllerUnpublishVolume", "a volume not published to the node counts as unpublished → OK"))
 	})
-	t.Run("Unpublish/unknown_volume", func(t *testing.T) {
+	s.run(t, "Unpublish/unknown_volume", func(t *testing.T) {
 		req := &csi.ControllerUnpublishVolumeRequest{VolumeId: s.missingVolumeID(), NodeId: nodeID(t), Secrets: s.cfg.Secrets}
 		_, err := call(s, s.ctl.ControllerUnpublishVolume, req)
 		if c := status.Code(err); c != codes.OK && c != codes.NotFound {
@@ -103,7 +103,7 @@ func controllerPublishCases(t *testing.T, s *suite) {
 
 // listVolumeCases covers ListVolumes without pagination.
 func listVolumeCases(t *testing.T, s *suite) {
-	t.Run("entries_valid", func(t *testing.T) {
+	s.run(t, "entries_valid", func(t *testing.T) {
 		s.createVolume(t, s.createReq(s.name("list")))
 		req := &csi.ListVolumesRequest{}
 		resp, err := call(s, s.ctl.ListVolumes, req)
@@ -112,12 +112,12 @@ func listVolumeCases(t *testing.T, s *suite) {
 			expect(t, e.GetVolume().GetVolumeId() != "", "ListVolumes", req, rule("ListVolumes", "every entry has a volume with a volume_id"), "entry %v, want a volume_id", e)
 		}
 	})
-	t.Run("invalid_starting_token", func(t *testing.T) {
+	s.run(t, "invalid_starting_token", func(t *testing.T) {
 		req := &csi.ListVolumesRequest{StartingToken: "sanity-invalid-token"}
 		_, err := call(s, s.ctl.ListVolumes, req)
 		wantCode(t, "ListVolumes", req, err, rule("ListVolumes", "a starting_token the plugin cannot use → ABORTED"), codes.Aborted)
 	})
-	t.Run("created_listed_deleted_gone", func(t *testing.T) {
+	s.run(t, "created_listed_deleted_gone", func(t *testing.T) {
 		resp, err := retry(s, s.ctl.CreateVolume, s.createReq(s.name("listdel")))
 		must(t, "CreateVolume", nil, err, "")
 		id := resp.GetVolume().GetVolumeId()

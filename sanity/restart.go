@@ -13,7 +13,7 @@ func restartCases(t *testing.T, s *suite) {
 	if ok, why := s.in.canRestart(&s.cfg); !ok {
 		t.Skip(why)
 	}
-	t.Run("CreateVolume/retry_after_restart", func(t *testing.T) {
+	s.run(t, "CreateVolume/retry_after_restart", func(t *testing.T) {
 		s.needCtrl(t, ccCreate)
 		req := s.createReq(s.name("restart"))
 		v := s.createVolume(t, req)
@@ -31,7 +31,7 @@ func restartCases(t *testing.T, s *suite) {
 			expect(t, after == before, "ListVolumes (after restart)", nil, rule("CreateVolume", "a retry never creates a second volume"), "%d volumes, want %d", after, before)
 		}
 	})
-	t.Run("CreateSnapshot/retry_after_restart", func(t *testing.T) {
+	s.run(t, "CreateSnapshot/retry_after_restart", func(t *testing.T) {
 		s.needCtrl(t, ccCreate, ccSnap)
 		v := s.createVolume(t, s.createReq(s.name("rsnsrc")))
 		name := s.name("rsnap")
@@ -43,7 +43,7 @@ func restartCases(t *testing.T, s *suite) {
 		expect(t, resp.GetSnapshot().GetSnapshotId() == snap.GetSnapshotId(), "CreateSnapshot (after restart)", req,
 			rule("CreateSnapshot", "a retry for an existing name returns the same snapshot, across restarts"), "snapshot_id %q, want %q", resp.GetSnapshot().GetSnapshotId(), snap.GetSnapshotId())
 	})
-	t.Run("published_volume_after_restart", func(t *testing.T) {
+	s.run(t, "published_volume_after_restart", func(t *testing.T) {
 		s.needNode(t)
 		s.needCtrl(t, ccCreate)
 		m := s.mountVolume(t, s.createVolume(t, s.createReq(s.name("rpub"))), false)

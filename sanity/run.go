@@ -50,7 +50,7 @@ func Run(t *testing.T, target Target, cfg Config) {
 		cfg: cfg, in: in, base: cfg.BaseDir, runID: randomHex(4), seq: new(atomic.Int64),
 		id: csi.NewIdentityClient(in.conn), ctl: csi.NewControllerClient(in.conn),
 		node: csi.NewNodeClient(in.conn), grp: csi.NewGroupControllerClient(in.conn),
-		access: MountAccess, leaks: &leakList{},
+		access: MountAccess, leaks: &leakList{}, root: t.Name(),
 	}
 	if cfg.AccessType == BlockAccess {
 		s.access = BlockAccess
@@ -59,7 +59,7 @@ func Run(t *testing.T, target Target, cfg Config) {
 
 	area := func(a Area, name string, f func(*testing.T, *suite), s *suite) {
 		if cfg.Areas&a != 0 {
-			t.Run(name, func(t *testing.T) { f(t, s) })
+			s.run(t, name, func(t *testing.T) { f(t, s) })
 		}
 	}
 	area(Identity, "Identity", identityCases, s)
@@ -68,10 +68,10 @@ func Run(t *testing.T, target Target, cfg Config) {
 			continue
 		}
 		ts := s.with(a)
-		t.Run(accessName(a), func(t *testing.T) {
+		ts.run(t, accessName(a), func(t *testing.T) {
 			area := func(ar Area, name string, f func(*testing.T, *suite)) {
 				if cfg.Areas&ar != 0 {
-					t.Run(name, func(t *testing.T) { f(t, ts) })
+					ts.run(t, name, func(t *testing.T) { f(t, ts) })
 				}
 			}
 			area(Controller, "Controller", controllerCases)

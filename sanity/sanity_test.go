@@ -62,3 +62,15 @@ func TestReference(t *testing.T) {
 	sanity.Run(t, refTarget(t, "", log), sanity.Config{Log: log.Bytes, AccessType: sanity.BothAccess})
 	t.Logf("harness against the reference driver took %v", time.Since(start))
 }
+
+// TestSkip runs the Identity area against a driver whose Probe hangs, with
+// the Probe cases skipped through Config.Skip: the test fails unless the
+// skip takes effect.
+func TestSkip(t *testing.T) {
+	log := newSyncLog()
+	sanity.Run(t, refTarget(t, "hang", log), sanity.Config{
+		Areas:       sanity.Identity,
+		CallTimeout: time.Second,
+		Skip:        map[string]string{"Identity/Probe/": "this driver's Probe hangs on purpose"},
+	})
+}

@@ -9,15 +9,15 @@ import (
 
 // snapshotCases covers CreateSnapshot, DeleteSnapshot and ListSnapshots.
 func snapshotCases(t *testing.T, s *suite) {
-	t.Run("CreateSnapshot", func(t *testing.T) {
+	s.run(t, "CreateSnapshot", func(t *testing.T) {
 		s.needCtrl(t, ccCreate, ccSnap)
 		createSnapshotCases(t, s)
 	})
-	t.Run("DeleteSnapshot", func(t *testing.T) {
+	s.run(t, "DeleteSnapshot", func(t *testing.T) {
 		s.needCtrl(t, ccCreate, ccSnap)
 		deleteSnapshotCases(t, s)
 	})
-	t.Run("ListSnapshots", func(t *testing.T) {
+	s.run(t, "ListSnapshots", func(t *testing.T) {
 		s.needCtrl(t, ccCreate, ccSnap, ccListSn)
 		listSnapshotCases(t, s)
 	})
@@ -31,22 +31,22 @@ func checkSnapshot(t *testing.T, rpc string, req *csi.CreateSnapshotRequest, sna
 }
 
 func createSnapshotCases(t *testing.T, s *suite) {
-	t.Run("missing_name", func(t *testing.T) {
+	s.run(t, "missing_name", func(t *testing.T) {
 		req := &csi.CreateSnapshotRequest{SourceVolumeId: s.missingVolumeID(), Secrets: s.cfg.Secrets}
 		_, err := call(s, s.ctl.CreateSnapshot, req)
 		wantCode(t, "CreateSnapshot", req, err, rule("CreateSnapshot", "name is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
-	t.Run("missing_source", func(t *testing.T) {
+	s.run(t, "missing_source", func(t *testing.T) {
 		req := &csi.CreateSnapshotRequest{Name: s.name("nosrc"), Secrets: s.cfg.Secrets}
 		_, err := call(s, s.ctl.CreateSnapshot, req)
 		wantCode(t, "CreateSnapshot", req, err, rule("CreateSnapshot", "source_volume_id is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
-	t.Run("unknown_source", func(t *testing.T) {
+	s.run(t, "unknown_source", func(t *testing.T) {
 		req := &csi.CreateSnapshotRequest{Name: s.name("missingsrc"), SourceVolumeId: s.missingVolumeID(), Secrets: s.cfg.Secrets}
 		_, err := call(s, s.ctl.CreateSnapshot, req)
 		wantCode(t, "CreateSnapshot", req, err, rule("CreateSnapshot", "the source volume does not exist → NOT_FOUND"), codes.NotFound)
 	})
-	t.Run("same_name_same_source", func(t *testing.T) {
+	s.run(t, "same_name_same_source", func(t *testing.T) {
 		v := s.createVolume(t, s.createReq(s.name("snsrc")))
 		name := s.name("snap")
 		first := s.createSnapshot(t, name, v.GetVolumeId())
@@ -59,7 +59,7 @@ func createSnapshotCases(t *testing.T, s *suite) {
 				rule("CreateSnapshot", "a repeated request returns the existing snapshot"), "snapshot_id %q, want %q", resp.GetSnapshot().GetSnapshotId(), first.GetSnapshotId())
 		}
 	})
-	t.Run("same_name_other_source", func(t *testing.T) {
+	s.run(t, "same_name_other_source", func(t *testing.T) {
 		v1 := s.createVolume(t, s.createReq(s.name("snsrc1")))
 		v2 := s.createVolume(t, s.createReq(s.name("snsrc2")))
 		name := s.name("snap")
@@ -68,24 +68,24 @@ func createSnapshotCases(t *testing.T, s *suite) {
 		_, err := call(s, s.ctl.CreateSnapshot, req)
 		wantCode(t, "CreateSnapshot", req, err, rule("CreateSnapshot", "a snapshot with this name exists for another source → ALREADY_EXISTS"), codes.AlreadyExists)
 	})
-	t.Run("max_length_name", func(t *testing.T) {
+	s.run(t, "max_length_name", func(t *testing.T) {
 		v := s.createVolume(t, s.createReq(s.name("snmax")))
 		s.createSnapshot(t, s.longName(128), v.GetVolumeId())
 	})
 }
 
 func deleteSnapshotCases(t *testing.T, s *suite) {
-	t.Run("missing_id", func(t *testing.T) {
+	s.run(t, "missing_id", func(t *testing.T) {
 		req := &csi.DeleteSnapshotRequest{Secrets: s.cfg.Secrets}
 		_, err := call(s, s.ctl.DeleteSnapshot, req)
 		wantCode(t, "DeleteSnapshot", req, err, rule("DeleteSnapshot", "snapshot_id is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 	})
-	t.Run("unknown_id", func(t *testing.T) {
+	s.run(t, "unknown_id", func(t *testing.T) {
 		req := &csi.DeleteSnapshotRequest{SnapshotId: "sanity-missing-snapshot-" + s.runID, Secrets: s.cfg.Secrets}
 		_, err := call(s, s.ctl.DeleteSnapshot, req)
 		must(t, "DeleteSnapshot", req, err, rule("DeleteSnapshot", "a snapshot that does not exist counts as deleted → OK"))
 	})
-	t.Run("twice", func(t *testing.T) {
+	s.run(t, "twice", func(t *testing.T) {
 		v := s.createVolume(t, s.createReq(s.name("dsnsrc")))
 		snap := s.createSnapshot(t, s.name("dsnap"), v.GetVolumeId())
 		req := &csi.DeleteSnapshotRequest{SnapshotId: snap.GetSnapshotId(), Secrets: s.cfg.Secrets}
@@ -94,7 +94,7 @@ func deleteSnapshotCases(t *testing.T, s *suite) {
 			must(t, "DeleteSnapshot", req, err, rule("DeleteSnapshot", "deleting a snapshot MUST succeed, and again once it is gone (idempotency)"))
 		}
 	})
-	t.Run("source_deletable_after_snapshot", func(t *testing.T) {
+	s.run(t, "source_deletable_after_snapshot", func(t *testing.T) {
 		resp, err := retry(s, s.ctl.CreateVolume, s.createReq(s.name("dsnsrc")))
 		must(t, "CreateVolume", nil, err, "")
 		id := resp.GetVolume().GetVolumeId()
@@ -118,7 +118,7 @@ func listSnapshotCases(t *testing.T, s *suite) {
 		}
 		return out
 	}
-	t.Run("entries_valid", func(t *testing.T) {
+	s.run(t, "entries_valid", func(t *testing.T) {
 		req := &csi.ListSnapshotsRequest{Secrets: s.cfg.Secrets}
 		resp, err := call(s, s.ctl.ListSnapshots, req)
 		must(t, "ListSnapshots", req, err, rule("ListSnapshots", "MUST succeed for a plugin advertising LIST_SNAPSHOTS"))
@@ -128,7 +128,7 @@ func listSnapshotCases(t *testing.T, s *suite) {
 				rule("ListSnapshots", "every entry has snapshot_id, source_volume_id and creation_time"), "entry %v, want all three set", e)
 		}
 	})
-	t.Run("by_snapshot_id", func(t *testing.T) {
+	s.run(t, "by_snapshot_id", func(t *testing.T) {
 		sn := three(t)
 		req := &csi.ListSnapshotsRequest{SnapshotId: sn[1].GetSnapshotId(), Secrets: s.cfg.Secrets}
 		resp, err := call(s, s.ctl.ListSnapshots, req)
@@ -136,13 +136,13 @@ func listSnapshotCases(t *testing.T, s *suite) {
 		expect(t, len(resp.GetEntries()) == 1 && resp.GetEntries()[0].GetSnapshot().GetSnapshotId() == sn[1].GetSnapshotId(), "ListSnapshots", req,
 			rule("ListSnapshots", "with snapshot_id set, list only that snapshot"), "%d entries %v, want exactly %s", len(resp.GetEntries()), resp.GetEntries(), sn[1].GetSnapshotId())
 	})
-	t.Run("by_unknown_snapshot_id", func(t *testing.T) {
+	s.run(t, "by_unknown_snapshot_id", func(t *testing.T) {
 		req := &csi.ListSnapshotsRequest{SnapshotId: "sanity-missing-snapshot-" + s.runID, Secrets: s.cfg.Secrets}
 		resp, err := call(s, s.ctl.ListSnapshots, req)
 		must(t, "ListSnapshots", req, err, rule("ListSnapshots", "an unknown snapshot_id is not an error"))
 		expect(t, len(resp.GetEntries()) == 0, "ListSnapshots", req, rule("ListSnapshots", "an unknown snapshot_id lists nothing"), "%d entries, want 0", len(resp.GetEntries()))
 	})
-	t.Run("by_source_volume_id", func(t *testing.T) {
+	s.run(t, "by_source_volume_id", func(t *testing.T) {
 		sn := three(t)
 		req := &csi.ListSnapshotsRequest{SourceVolumeId: sn[1].GetSourceVolumeId(), Secrets: s.cfg.Secrets}
 		resp, err := call(s, s.ctl.ListSnapshots, req)
@@ -150,13 +150,13 @@ func listSnapshotCases(t *testing.T, s *suite) {
 		expect(t, len(resp.GetEntries()) == 1 && resp.GetEntries()[0].GetSnapshot().GetSnapshotId() == sn[1].GetSnapshotId(), "ListSnapshots", req,
 			rule("ListSnapshots", "with source_volume_id set, list only that volume's snapshots"), "%d entries %v, want exactly %s", len(resp.GetEntries()), resp.GetEntries(), sn[1].GetSnapshotId())
 	})
-	t.Run("by_unknown_source_volume_id", func(t *testing.T) {
+	s.run(t, "by_unknown_source_volume_id", func(t *testing.T) {
 		req := &csi.ListSnapshotsRequest{SourceVolumeId: s.missingVolumeID(), Secrets: s.cfg.Secrets}
 		resp, err := call(s, s.ctl.ListSnapshots, req)
 		must(t, "ListSnapshots", req, err, rule("ListSnapshots", "an unknown source_volume_id is not an error"))
 		expect(t, len(resp.GetEntries()) == 0, "ListSnapshots", req, rule("ListSnapshots", "an unknown source_volume_id lists nothing"), "%d entries, want 0", len(resp.GetEntries()))
 	})
-	t.Run("created_listed_deleted_gone", func(t *testing.T) {
+	s.run(t, "created_listed_deleted_gone", func(t *testing.T) {
 		v := s.createVolume(t, s.createReq(s.name("lsdel")))
 		req := &csi.CreateSnapshotRequest{Name: s.name("lsdel"), SourceVolumeId: v.GetVolumeId(), Secrets: s.cfg.Secrets}
 		resp, err := retry(s, s.ctl.CreateSnapshot, req)
@@ -175,7 +175,7 @@ func listSnapshotCases(t *testing.T, s *suite) {
 		must(t, "ListSnapshots", &csi.ListSnapshotsRequest{}, err, rule("ListSnapshots", "MUST succeed"))
 		expect(t, ids[id] == 0, "ListSnapshots", nil, rule("ListSnapshots", "a deleted snapshot is no longer listed"), "deleted snapshot %s listed, want it gone", id)
 	})
-	t.Run("invalid_starting_token", func(t *testing.T) {
+	s.run(t, "invalid_starting_token", func(t *testing.T) {
 		req := &csi.ListSnapshotsRequest{StartingToken: "sanity-invalid-token", Secrets: s.cfg.Secrets}
 		_, err := call(s, s.ctl.ListSnapshots, req)
 		wantCode(t, "ListSnapshots", req, err, rule("ListSnapshots", "a starting_token the plugin cannot use → ABORTED"), codes.Aborted)

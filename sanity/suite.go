@@ -28,6 +28,7 @@ type suite struct {
 	seq    *atomic.Int64
 	access AccessType // MountAccess or BlockAccess in typed areas
 	leaks  *leakList  // secrets seen in error messages
+	root   string     // name of the Run test, to name cases relative to it
 
 	plugin    map[csi.PluginCapability_Service_Type]bool
 	expansion csi.PluginCapability_VolumeExpansion_Type
@@ -54,6 +55,18 @@ func (l *leakList) list() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]string(nil), l.items...)
+}
+
+// run runs a case or group as a subtest, unless Config.Skip names it.
+func (s *suite) run(t *testing.T, name string, f func(*testing.T)) bool {
+	t.Helper()
+	rel := strings.TrimPrefix(t.Name()+"/"+name, s.root+"/")
+	for pattern, reason := range s.cfg.Skip {
+		if rel == pattern || (strings.HasSuffix(pattern, "/") && strings.HasPrefix(rel+"/", pattern)) {
+			return t.Run(name, func(t *testing.T) { t.Skip("Config.Skip: " + reason) })
+		}
+	}
+	return t.Run(name, f)
 }
 
 // discover reads what the driver advertises.
