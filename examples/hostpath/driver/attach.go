@@ -60,17 +60,16 @@ func (d *Driver) attachedCount() int64 {
 	return n
 }
 
-// ControllerUnpublishVolume clears the attachment; it is idempotent.
+// ControllerUnpublishVolume clears the attachment; it is idempotent. A
+// volume or node that does not exist is, as the spec allows, regarded as
+// unpublished already.
 func (a attacher) ControllerUnpublishVolume(ctx context.Context, r *csi.ControllerUnpublishVolumeRequest) (*csi.ControllerUnpublishVolumeResponse, error) {
 	d := a.d
 	v, err := d.lookup(r.GetVolumeId())
 	if err != nil {
-		return nil, err
+		return &csi.ControllerUnpublishVolumeResponse{}, nil
 	}
-	if n := r.GetNodeId(); n != "" && n != d.opts.NodeID {
-		return nil, status.Errorf(codes.NotFound, "node %q does not exist", n)
-	}
-	if v.AttachedTo == "" {
+	if n := r.GetNodeId(); v.AttachedTo == "" || (n != "" && n != v.AttachedTo) {
 		return &csi.ControllerUnpublishVolumeResponse{}, nil
 	}
 	v.AttachedTo, v.AttachedRO = "", false
@@ -90,10 +89,8 @@ func (m modifier) ControllerModifyVolume(ctx context.Context, r *csi.ControllerM
 	if err != nil {
 		return nil, err
 	}
-	for k := range r.GetMutableParameters() {
-		if len(d.opts.MutableParameters) > 0 && !slices.Contains(d.opts.MutableParameters, k) {
-			return nil, status.Errorf(codes.InvalidArgument, "parameter %q is not mutable: mutable parameters are %v", k, d.opts.MutableParameters)
-		}
+	if err := d.checkMutable(r.GetMutableParameters()); err != nil {
+		return nil, err
 	}
 	if v.Params == nil {
 		v.Params = map[string]string{}
@@ -105,6 +102,20 @@ func (m modifier) ControllerModifyVolume(ctx context.Context, r *csi.ControllerM
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	return &csi.ControllerModifyVolumeResponse{}, nil
+}
+
+// checkMutable refuses parameters that are not mutable (in
+// ControllerModifyVolume, and in CreateVolume's volume attribute class).
+func (d *Driver) checkMutable(params map[string]string) error {
+	if len(params) > 0 && !d.opts.EnableModify {
+		return status.Error(codes.InvalidArgument, "mutable parameters given, but volume modification is not enabled (--enable-modify)")
+	}
+	for k := range params {
+		if len(d.opts.MutableParameters) > 0 && !slices.Contains(d.opts.MutableParameters, k) {
+			return status.Errorf(codes.InvalidArgument, "parameter %q is not mutable: mutable parameters are %v", k, d.opts.MutableParameters)
+		}
+	}
+	return nil
 }
 
 // Service returns the value to hand to csikit.NewServer: the driver plus

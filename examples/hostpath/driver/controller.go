@@ -47,6 +47,15 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 	}
 	v := &volume{ID: id, Name: r.GetName(), Capacity: size, Kind: k, FSType: fsType,
 		Params: keys.StripReserved(r.GetParameters()), Created: time.Now().UTC()}
+	if err := d.checkMutable(r.GetMutableParameters()); err != nil {
+		return nil, err
+	}
+	for key, val := range r.GetMutableParameters() {
+		if v.Params == nil {
+			v.Params = map[string]string{}
+		}
+		v.Params[key] = val
+	}
 
 	src := r.GetVolumeContentSource()
 	if err := d.reserveCapacity(size); err != nil {
@@ -175,6 +184,12 @@ func (d *Driver) DeleteVolume(ctx context.Context, r *csi.DeleteVolumeRequest) (
 	}
 	if v.AttachedTo != "" {
 		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is still published to node %s", id, v.AttachedTo)
+	}
+	if len(v.Published) > 0 {
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is still published on node %s: unpublish it first", id, d.opts.NodeID)
+	}
+	if _, err := os.Stat(d.stagedMarker(id)); err == nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is still staged on node %s: unstage it first", id, d.opts.NodeID)
 	}
 	if err := d.detachIfAttached(ctx, &v); err != nil {
 		return nil, err

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -136,7 +137,7 @@ func (d *Driver) detachIfAttached(ctx context.Context, v *volume) error {
 func (d *Driver) reattach(ctx context.Context) {
 	for _, v := range d.store.sortedVolumes() {
 		if v.Kind == kindDir {
-			continue
+			continue // directory volumes need nothing re-attached
 		}
 		if _, err := os.Stat(d.stagedMarker(v.ID)); err != nil {
 			continue
@@ -164,7 +165,9 @@ func createSparse(path string) error {
 	return f.Close()
 }
 
-// copyFile copies src to dst (copy_file_range where the kernel can).
+// copyFile copies src to dst, keeping holes: only the data extents
+// (SEEK_DATA/SEEK_HOLE) are copied, in the kernel (copy_file_range), so a
+// mostly empty 10 GiB image copies in milliseconds.
 func copyFile(ctx context.Context, src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
@@ -175,18 +178,58 @@ func copyFile(ctx context.Context, src, dst string) error {
 	if err != nil {
 		return status.Errorf(codes.Internal, "create copy: %v", err)
 	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
+	err = copySparse(ctx, in, out)
+	if err == nil {
+		err = out.Sync()
+	}
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		return status.Errorf(codes.Internal, "copy data: %v", err)
 	}
-	if err := out.Sync(); err != nil {
-		out.Close()
-		return status.Errorf(codes.Internal, "sync copy: %v", err)
+	return nil
+}
+
+func copySparse(ctx context.Context, in, out *os.File) error {
+	st, err := in.Stat()
+	if err != nil {
+		return err
 	}
-	if err := out.Close(); err != nil {
-		return status.Errorf(codes.Internal, "close copy: %v", err)
+	size := st.Size()
+	if err := out.Truncate(size); err != nil {
+		return err
 	}
-	return ctx.Err()
+	infd, outfd := int(in.Fd()), int(out.Fd())
+	for off := int64(0); off < size; {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		data, err := unix.Seek(infd, off, unix.SEEK_DATA)
+		if err == unix.ENXIO {
+			return nil // only a hole is left
+		}
+		if err != nil {
+			return err
+		}
+		hole, err := unix.Seek(infd, data, unix.SEEK_HOLE)
+		if err != nil {
+			return err
+		}
+		for data < hole {
+			roff, woff := data, data
+			n, err := unix.CopyFileRange(infd, &roff, outfd, &woff, int(min(hole-data, 1<<30)), 0)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				return io.ErrUnexpectedEOF
+			}
+			data += int64(n)
+		}
+		off = hole
+	}
+	return nil
 }
 
 // copyTree copies the directory tree at src to dst, which must not exist.

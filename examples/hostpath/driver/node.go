@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -35,6 +36,9 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 		return nil, err
 	}
 	staging := r.GetStagingTargetPath()
+	if err := writeMarker(d.stagedMarker(v.ID)); err != nil {
+		return nil, status.Errorf(codes.Internal, "record staging: %v", err)
+	}
 	switch v.Kind {
 	case kindDir:
 		err = d.mounter.Publish(ctx, mount.PublishOptions{Source: d.volumeDir(v.ID), Target: staging})
@@ -56,16 +60,9 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 }
 
 // attach attaches (or finds) the loop device of a block or filesystem
-// volume and records that the volume is staged.
+// volume.
 func (d *Driver) attach(ctx context.Context, v *volume) (string, error) {
-	dev, err := block.AttachLoop(ctx, d.volumeImage(v.ID), block.LoopOptions{})
-	if err != nil {
-		return "", err
-	}
-	if err := writeMarker(d.stagedMarker(v.ID)); err != nil {
-		return "", status.Errorf(codes.Internal, "record staging: %v", err)
-	}
-	return dev, nil
+	return block.AttachLoop(ctx, d.volumeImage(v.ID), block.LoopOptions{})
 }
 
 func writeMarker(path string) error {
@@ -87,13 +84,11 @@ func (d *Driver) NodeUnstageVolume(ctx context.Context, r *csi.NodeUnstageVolume
 			return nil, err
 		}
 	}
-	if v.Kind != kindDir {
-		if err := d.detachIfAttached(ctx, &v); err != nil {
-			return nil, err
-		}
-		if err := os.Remove(d.stagedMarker(v.ID)); err != nil && !errNotExist(err) {
-			return nil, status.Errorf(codes.Internal, "clear staging record: %v", err)
-		}
+	if err := d.detachIfAttached(ctx, &v); err != nil {
+		return nil, err
+	}
+	if err := os.Remove(d.stagedMarker(v.ID)); err != nil && !errNotExist(err) {
+		return nil, status.Errorf(codes.Internal, "clear staging record: %v", err)
 	}
 	return &csi.NodeUnstageVolumeResponse{}, nil
 }
@@ -113,34 +108,47 @@ func (d *Driver) NodePublishVolume(ctx context.Context, r *csi.NodePublishVolume
 		return nil, err
 	}
 	ro := r.GetReadonly() || c.GetAccessMode().GetMode() == csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY
+	target := r.GetTargetPath()
+	if c.GetAccessMode().GetMode() == csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER &&
+		len(v.Published) > 0 && !slices.Contains(v.Published, target) {
+		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is single-writer and already published at another target path", v.ID)
+	}
+	if err := d.publish(ctx, &v, r, ro); err != nil {
+		return nil, err
+	}
+	if !slices.Contains(v.Published, target) {
+		v.Published = append(v.Published, target)
+		if err := d.store.putVolume(&v); err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+	}
+	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+// publish mounts the staged volume at the target path.
+func (d *Driver) publish(ctx context.Context, v *volume, r *csi.NodePublishVolumeRequest, ro bool) error {
+	c := r.GetVolumeCapability()
 	if v.Kind == kindBlock {
 		dev, ok, err := block.FindLoop(ctx, d.volumeImage(v.ID))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if !ok {
-			return nil, status.Errorf(codes.FailedPrecondition, "volume %s is not staged on this node", v.ID)
+			return status.Errorf(codes.FailedPrecondition, "volume %s is not staged on this node", v.ID)
 		}
-		if err := block.MountBlock(ctx, block.MountOptions{Device: dev, Target: r.GetTargetPath(), ReadOnly: ro}); err != nil {
-			return nil, err
-		}
-		return &csi.NodePublishVolumeResponse{}, nil
+		return block.MountBlock(ctx, block.MountOptions{Device: dev, Target: r.GetTargetPath(), ReadOnly: ro})
 	}
 	staged, err := d.mounter.IsMountPoint(ctx, r.GetStagingTargetPath())
 	if err != nil && !errNotExist(err) {
-		return nil, err
+		return err
 	}
 	if !staged {
-		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is not staged at the staging path", v.ID)
+		return status.Errorf(codes.FailedPrecondition, "volume %s is not staged at the staging path", v.ID)
 	}
-	err = d.mounter.Publish(ctx, mount.PublishOptions{
+	return d.mounter.Publish(ctx, mount.PublishOptions{
 		Source: r.GetStagingTargetPath(), Target: r.GetTargetPath(), ReadOnly: ro,
 		MountFlags: bindFlags(c.GetMount().GetMountFlags()),
 	})
-	if err != nil {
-		return nil, err
-	}
-	return &csi.NodePublishVolumeResponse{}, nil
 }
 
 // bindFlags keeps the per-mount flags a bind mount can take.
@@ -195,6 +203,12 @@ func (d *Driver) NodeUnpublishVolume(ctx context.Context, r *csi.NodeUnpublishVo
 	}
 	if err != nil {
 		return nil, err
+	}
+	if i := slices.Index(v.Published, r.GetTargetPath()); i >= 0 && !v.Ephemeral {
+		v.Published = slices.Delete(v.Published, i, i+1)
+		if err := d.store.putVolume(&v); err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
 	}
 	if v.Ephemeral {
 		if err := d.store.delVolume(v.ID); err != nil {

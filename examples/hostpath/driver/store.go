@@ -32,6 +32,9 @@ type volume struct {
 	AttachedRO bool              `json:"attachedRO,omitempty"`
 	Ephemeral  bool              `json:"ephemeral,omitempty"`
 	Created    time.Time         `json:"created"`
+	// Published lists the target paths the volume is published at on
+	// this node (to enforce SINGLE_NODE_SINGLE_WRITER).
+	Published []string `json:"published,omitempty"`
 }
 
 // snapshot is the metadata of one snapshot.

@@ -1,0 +1,129 @@
+package driver
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/csikit/csikit/idempotency"
+)
+
+// CreateVolumeGroupSnapshot snapshots every source volume under the
+// journal's reserved group ID; member snapshot IDs derive from it, so a
+// retry after a crash finds the members it already made.
+func (d *Driver) CreateVolumeGroupSnapshot(ctx context.Context, r *csi.CreateVolumeGroupSnapshotRequest) (*csi.CreateVolumeGroupSnapshotResponse, error) {
+	id, ok := idempotency.ReservedID(ctx)
+	if !ok {
+		return nil, status.Error(codes.Internal, "no reserved group snapshot ID: the server was built without the driver's journal")
+	}
+	if g, ok := d.store.group(id); ok {
+		return &csi.CreateVolumeGroupSnapshotResponse{GroupSnapshot: d.csiGroup(&g)}, nil
+	}
+	for _, src := range r.GetSourceVolumeIds() {
+		if _, err := d.lookup(src); err != nil {
+			return nil, err
+		}
+	}
+	g := &group{ID: id, Name: r.GetName(), Created: time.Now().UTC()}
+	for i, src := range r.GetSourceVolumeIds() {
+		sid := fmt.Sprintf("%s-%d", id, i)
+		if len(sid) > 128 {
+			return nil, status.Errorf(codes.InvalidArgument, "too many source volumes for group snapshot IDs of %d bytes", len(id))
+		}
+		if _, ok := d.store.snapshot(sid); !ok {
+			if _, err := d.snapshotVolume(ctx, sid, r.GetName()+"-"+src, src, id); err != nil {
+				return nil, err
+			}
+		}
+		g.SnapshotIDs = append(g.SnapshotIDs, sid)
+	}
+	if err := d.store.putGroup(g); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &csi.CreateVolumeGroupSnapshotResponse{GroupSnapshot: d.csiGroup(g)}, nil
+}
+
+func (d *Driver) csiGroup(g *group) *csi.VolumeGroupSnapshot {
+	out := &csi.VolumeGroupSnapshot{GroupSnapshotId: g.ID, CreationTime: timestamppb.New(g.Created), ReadyToUse: true}
+	for _, sid := range g.SnapshotIDs {
+		if x, ok := d.store.snapshot(sid); ok {
+			out.Snapshots = append(out.Snapshots, csiSnapshot(&x))
+		}
+	}
+	return out
+}
+
+// DeleteVolumeGroupSnapshot deletes the group and its member snapshots; an
+// unknown group succeeds.
+func (d *Driver) DeleteVolumeGroupSnapshot(ctx context.Context, r *csi.DeleteVolumeGroupSnapshotRequest) (*csi.DeleteVolumeGroupSnapshotResponse, error) {
+	id := r.GetGroupSnapshotId()
+	g, ok := d.store.group(id)
+	if !validID(id) || !ok {
+		return &csi.DeleteVolumeGroupSnapshotResponse{}, nil
+	}
+	if err := d.checkMembers(&g, r.GetSnapshotIds()); err != nil {
+		return nil, err
+	}
+	for _, sid := range g.SnapshotIDs {
+		x, ok := d.store.snapshot(sid)
+		if !ok {
+			continue
+		}
+		if err := d.store.delSnapshot(sid); err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+		d.removeSnapshotData(&x)
+	}
+	if err := d.store.delGroup(id); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
+	}
+	return &csi.DeleteVolumeGroupSnapshotResponse{}, nil
+}
+
+// GetVolumeGroupSnapshot returns one group snapshot.
+func (d *Driver) GetVolumeGroupSnapshot(ctx context.Context, r *csi.GetVolumeGroupSnapshotRequest) (*csi.GetVolumeGroupSnapshotResponse, error) {
+	id := r.GetGroupSnapshotId()
+	g, ok := d.store.group(id)
+	if !validID(id) || !ok {
+		return nil, status.Errorf(codes.NotFound, "group snapshot %q does not exist", id)
+	}
+	if err := d.checkMembers(&g, r.GetSnapshotIds()); err != nil {
+		return nil, err
+	}
+	return &csi.GetVolumeGroupSnapshotResponse{GroupSnapshot: d.csiGroup(&g)}, nil
+}
+
+// checkMembers refuses a snapshot_ids list that is not the group's.
+func (d *Driver) checkMembers(g *group, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	want := map[string]bool{}
+	for _, s := range g.SnapshotIDs {
+		want[s] = true
+	}
+	for _, s := range ids {
+		if !want[s] {
+			return status.Errorf(codes.InvalidArgument, "snapshot %q is not a member of group snapshot %s", s, g.ID)
+		}
+	}
+	if len(ids) != len(g.SnapshotIDs) {
+		return status.Errorf(codes.InvalidArgument, "snapshot_ids lists %d of the group's %d snapshots", len(ids), len(g.SnapshotIDs))
+	}
+	return nil
+}
+
+// NodeGetStorageHealth reports no adverse condition of the node's storage
+// while the state directory is usable.
+func (d *Driver) NodeGetStorageHealth(ctx context.Context, r *csi.NodeGetStorageHealthRequest) (*csi.NodeGetStorageHealthResponse, error) {
+	if err := d.store.db.View(func(*bolt.Tx) error { return nil }); err != nil {
+		return nil, status.Errorf(codes.Unavailable, "state store unusable: %v", err)
+	}
+	return &csi.NodeGetStorageHealthResponse{}, nil
+}
