@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	grpcrecovery "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"google.golang.org/grpc"
 
 	"github.com/csikit/csikit/csi/logging"
@@ -48,16 +49,19 @@ func (s *Server) buildChain() error {
 		m := s.metrics
 		onPanic = func(_ context.Context, method string, _ any) { m.PanicRecovered(method) }
 	}
-	recover := recovery.UnaryServerInterceptor(recovery.Options{Logger: s.log, OnPanic: onPanic})
+	ropts := recovery.Options{Logger: s.log, OnPanic: onPanic}
 	chain = append(chain,
-		recover,
+		// The safety net around csikit's own interceptors is
+		// go-grpc-middleware's recovery; the driver's panics are handled
+		// by the inner one, which has the request at hand for redaction.
+		grpcrecovery.UnaryServerInterceptor(grpcrecovery.WithRecoveryHandlerContext(recovery.RecoveryHandler(ropts))),
 		requestid.UnaryServerInterceptor(),
 		logging.UnaryServerInterceptor(s.log, logging.Options{}),
 	)
 	if s.metrics != nil {
 		chain = append(chain, s.metrics.UnaryServerInterceptor())
 	}
-	chain = append(chain, recover, s.gate, validation.UnaryServerInterceptor(s.vcfg))
+	chain = append(chain, recovery.UnaryServerInterceptor(ropts), s.gate, validation.UnaryServerInterceptor(s.vcfg))
 	idem, err := idempotency.New(idempotency.Options{
 		Journal: o.Journal,
 		NewID:   o.NewID,

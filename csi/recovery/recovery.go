@@ -79,3 +79,22 @@ func callOnPanic(ctx context.Context, opts Options, method string, r any) {
 	}()
 	opts.OnPanic(ctx, method, r)
 }
+
+// RecoveryHandler returns a handler for go-grpc-middleware's recovery
+// interceptor (interceptors/recovery.WithRecoveryHandlerContext) that
+// treats a panic as UnaryServerInterceptor does — one Error record with the
+// stack, OnPanic, codes.Internal — for places where the request is not at
+// hand, such as a safety net around other interceptors. Without the request
+// it cannot redact the request's secrets out of the panic value, so the
+// value itself is not logged, only its type.
+func RecoveryHandler(opts Options) func(ctx context.Context, p any) error {
+	return func(ctx context.Context, p any) error {
+		method, _ := grpc.Method(ctx)
+		return handlePanic(ctx, opts, method, nil, typeOnly{p})
+	}
+}
+
+// typeOnly renders a panic value as its type only.
+type typeOnly struct{ v any }
+
+func (t typeOnly) String() string { return fmt.Sprintf("panic value of type %T (not logged)", t.v) }

@@ -15,6 +15,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/csikit/csikit/csi/recovery"
 	"github.com/csikit/csikit/csi/requestid"
+	grpcrecovery "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -250,5 +251,44 @@ func TestNoPanicPassesThrough(t *testing.T) {
 	})
 	if resp != "resp" || err != want {
 		t.Errorf("got %v, %v; want resp, %v", resp, err, want)
+	}
+}
+
+// RecoveryHandler plugs into go-grpc-middleware's recovery interceptor:
+// the panic becomes Internal, is logged once with its stack and method,
+// OnPanic runs, and the panic value (which may hold request data) is not
+// logged.
+func TestRecoveryHandlerWithGoGRPCMiddleware(t *testing.T) {
+	logs := &syncBuffer{}
+	var panics []string
+	var mu sync.Mutex
+	h := recovery.RecoveryHandler(recovery.Options{
+		Logger: slog.New(slog.NewJSONHandler(logs, nil)),
+		OnPanic: func(_ context.Context, method string, _ any) {
+			mu.Lock()
+			panics = append(panics, method)
+			mu.Unlock()
+		},
+	})
+	c := start(t, transports["unix"], &node{panicWith: func(r *csi.NodeStageVolumeRequest) any { return "bad " + r.Secrets["password"] }},
+		grpcrecovery.UnaryServerInterceptor(grpcrecovery.WithRecoveryHandlerContext(h)))
+	_, err := c.NodeStageVolume(context.Background(), stageRequest())
+	if status.Code(err) != codes.Internal {
+		t.Fatalf("got %v, want Internal", err)
+	}
+	if _, err := c.NodeGetInfo(context.Background(), &csi.NodeGetInfoRequest{}); err != nil {
+		t.Fatalf("call after the panic: %v", err)
+	}
+	out := logs.String()
+	if strings.Contains(out, secret) || strings.Contains(err.Error(), secret) {
+		t.Errorf("secret leaked: log %q, error %v", out, err)
+	}
+	if strings.Count(out, "panic recovered") != 1 || !strings.Contains(out, "NodeStageVolume") || !strings.Contains(out, "goroutine") {
+		t.Errorf("want one panic line with method and stack, got %s", out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(panics) != 1 || panics[0] != csi.Node_NodeStageVolume_FullMethodName {
+		t.Errorf("OnPanic calls: got %v, want one for NodeStageVolume", panics)
 	}
 }
