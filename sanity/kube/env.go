@@ -64,6 +64,7 @@ func start(t testing.TB, opts Options) (*Env, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	t0 := time.Now()
 	if opts.BinDir == "" {
 		// A cold build takes minutes: not bounded by the start timeout.
 		d, err := EnsureBinaries(context.Background(), BuildOptions{})
@@ -112,9 +113,11 @@ func start(t testing.TB, opts Options) (*Env, error) {
 	}
 	e.Config = &rest.Config{Host: host, BearerToken: token, QPS: 200, Burst: 400,
 		TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+	t1 := time.Now()
 	if err := waitReady(ctx, e.Config, api); err != nil {
 		return nil, err
 	}
+	t2 := time.Now()
 	if e.Client, err = kubernetes.NewForConfig(e.Config); err != nil {
 		return nil, fmt.Errorf("kube: %w", err)
 	}
@@ -142,6 +145,8 @@ func start(t testing.TB, opts Options) (*Env, error) {
 			return nil, err
 		}
 	}
+	t.Logf("kube: binaries and CRDs located in %s, API server ready in %s, all started in %s",
+		t1.Sub(t0).Round(time.Millisecond), t2.Sub(t1).Round(time.Millisecond), time.Since(t0).Round(time.Millisecond))
 	return e, nil
 }
 

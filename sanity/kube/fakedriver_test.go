@@ -281,3 +281,21 @@ func (d *fakeDriver) snapshotsOf(volID string) []*csi.CreateSnapshotRequest {
 	}
 	return out
 }
+
+func (d *fakeDriver) publishContext(id string) map[string]string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for i := len(d.publishes) - 1; i >= 0; i-- {
+		if r := d.publishes[i]; r.GetVolumeId() == id {
+			return map[string]string{"device": "/dev/fake-" + r.GetNodeId()}
+		}
+	}
+	return nil
+}
+
+func (d *fakeDriver) expandNeedsNode(id string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	v := d.volumes[id]
+	return v != nil && v.VolumeContext["nodeExpansion"] == "true"
+}

@@ -2,7 +2,9 @@ package kube_test
 
 import (
 	"context"
+
 	"fmt"
+	"github.com/container-storage-interface/spec/lib/go/csi"
 	"strings"
 	"testing"
 	"time"
@@ -27,6 +29,27 @@ type h struct {
 	t   *testing.T
 	env *kube.Env
 	ctx context.Context
+	// zoneKey and zone are the fake Node's topology segment.
+	zoneKey, zone string
+	// params are added to every StorageClass's parameters.
+	params map[string]string
+	// fake is set for the fake driver, whose behaviour is known exactly.
+	fake bool
+}
+
+// observer tells what a driver received and holds: the fake driver itself,
+// or a Recorder plus the driver's ListVolumes for a real driver.
+type observer interface {
+	createsNamed(name string) []*csi.CreateVolumeRequest
+	volume(id string) *csi.Volume
+	deleted(id string) bool
+	snapshotsOf(volID string) []*csi.CreateSnapshotRequest
+	expandsOf(id string) []*csi.ControllerExpandVolumeRequest
+	publishesOf(id string) ([]*csi.ControllerPublishVolumeRequest, []*csi.ControllerUnpublishVolumeRequest)
+	publishContext(id string) map[string]string
+	// expandNeedsNode is NodeExpansionRequired of the volume's last
+	// successful ControllerExpandVolume.
+	expandNeedsNode(id string) bool
 }
 
 func (h *h) storageClass(name string, mutate func(*storagev1.StorageClass)) *storagev1.StorageClass {
@@ -39,6 +62,9 @@ func (h *h) storageClass(name string, mutate func(*storagev1.StorageClass)) *sto
 		ReclaimPolicy:     &del,
 		VolumeBindingMode: &imm,
 		Parameters:        map[string]string{},
+	}
+	for k, v := range h.params {
+		sc.Parameters[k] = v
 	}
 	if mutate != nil {
 		mutate(sc)

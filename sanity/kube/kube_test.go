@@ -16,8 +16,8 @@ import (
 	"github.com/csikit/csikit/sanity/kube"
 )
 
-// startFake serves a fresh fakeDriver and starts an environment for it.
-func startFake(t *testing.T) (*kube.Env, *kube.Driver, *fakeDriver) {
+// startPrereqs skips t where the environment cannot run.
+func startPrereqs(t *testing.T) {
 	t.Helper()
 	if runtime.GOOS != "linux" {
 		t.Skip("needs linux: the control-plane binaries are built for it")
@@ -25,6 +25,21 @@ func startFake(t *testing.T) (*kube.Env, *kube.Driver, *fakeDriver) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("needs the go command to build or locate the control-plane binaries")
 	}
+}
+
+func createNamespace(t *testing.T, env *kube.Env) {
+	t.Helper()
+	_, err := env.Client.CoreV1().Namespaces().Create(context.Background(),
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create namespace: %v", err)
+	}
+}
+
+// startFake serves a fresh fakeDriver and starts an environment for it.
+func startFake(t *testing.T) (*kube.Env, *kube.Driver, *fakeDriver) {
+	t.Helper()
+	startPrereqs(t)
 	fake := newFakeDriver()
 	drv := kube.ServeDriver(t, fake.server)
 	env := kube.Start(t, kube.Options{
@@ -33,11 +48,7 @@ func startFake(t *testing.T) (*kube.Env, *kube.Driver, *fakeDriver) {
 		NodeTopology: map[string]string{zoneKey: "zone-a"},
 		Timeout:      3 * time.Second,
 	})
-	_, err := env.Client.CoreV1().Namespaces().Create(context.Background(),
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("create namespace: %v", err)
-	}
+	createNamespace(t, env)
 	return env, drv, fake
 }
 
@@ -48,7 +59,9 @@ func TestScenarios(t *testing.T) {
 	start := time.Now()
 	env, drv, fake := startFake(t)
 	t.Logf("environment ready in %s", time.Since(start).Round(time.Millisecond))
-	newH := func(t *testing.T) *h { return &h{t: t, env: env, ctx: context.Background()} }
+	newH := func(t *testing.T) *h {
+		return &h{t: t, env: env, ctx: context.Background(), zoneKey: zoneKey, zone: "zone-a", fake: true}
+	}
 
 	t.Run("api", func(t *testing.T) {
 		for _, sc := range apiScenarios {

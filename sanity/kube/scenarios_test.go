@@ -19,28 +19,31 @@ import (
 
 type scenario struct {
 	name string
-	run  func(h *h, fake *fakeDriver)
+	run  func(h *h, o observer)
+	// fakeOnly scenarios steer the fake driver through parameters or
+	// depend on its access modes.
+	fakeOnly bool
 }
 
 // apiScenarios run in parallel against one environment; each uses its own
 // StorageClass and PVC names.
 var apiScenarios = []scenario{
-	{"immediate-parameters-secrets", immediate},
-	{"wait-for-first-consumer", waitForFirstConsumer},
-	{"topology", topology},
-	{"snapshot-restore", snapshotRestore},
-	{"clone", clone},
-	{"expand-controller", func(h *h, f *fakeDriver) { expand(h, f, false) }},
-	{"expand-node-step", func(h *h, f *fakeDriver) { expand(h, f, true) }},
-	{"attach-detach", attachDetach},
-	{"access-modes", accessModes},
-	{"reclaim-delete", func(h *h, f *fakeDriver) { reclaim(h, f, corev1.PersistentVolumeReclaimDelete) }},
-	{"reclaim-retain", func(h *h, f *fakeDriver) { reclaim(h, f, corev1.PersistentVolumeReclaimRetain) }},
+	{"immediate-parameters-secrets", immediate, false},
+	{"wait-for-first-consumer", waitForFirstConsumer, false},
+	{"topology", topology, false},
+	{"snapshot-restore", snapshotRestore, false},
+	{"clone", clone, false},
+	{"expand-controller", func(h *h, o observer) { expand(h, o, false) }, false},
+	{"expand-node-step", func(h *h, o observer) { expand(h, o, true) }, true},
+	{"attach-detach", attachDetach, false},
+	{"access-modes", accessModes, true},
+	{"reclaim-delete", func(h *h, o observer) { reclaim(h, o, corev1.PersistentVolumeReclaimDelete) }, false},
+	{"reclaim-retain", func(h *h, o observer) { reclaim(h, o, corev1.PersistentVolumeReclaimRetain) }, false},
 }
 
 // immediate: PVC → PV Bound; StorageClass parameters and provisioner
 // secrets reach CreateVolume, the secret references do not.
-func immediate(h *h, fake *fakeDriver) {
+func immediate(h *h, o observer) {
 	_, err := h.env.Client.CoreV1().Secrets(ns).Create(h.ctx, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "prov-secret", Namespace: ns},
 		StringData: map[string]string{"user": "admin", "key": "s3cret"},
@@ -55,7 +58,7 @@ func immediate(h *h, fake *fakeDriver) {
 	})
 	h.pvc("immediate", "immediate", "1Gi", nil)
 	c, pv := h.bound("immediate")
-	reqs := fake.createsNamed(pv.Name)
+	reqs := o.createsNamed(pv.Name)
 	if len(reqs) == 0 {
 		h.t.Fatalf("driver got no CreateVolume named %s", pv.Name)
 	}
@@ -77,7 +80,7 @@ func immediate(h *h, fake *fakeDriver) {
 	if got := r.GetCapacityRange().GetRequiredBytes(); got != 1<<30 {
 		h.t.Errorf("CreateVolume required bytes: got %d, want %d", got, 1<<30)
 	}
-	if fake.volume(pv.Spec.CSI.VolumeHandle) == nil {
+	if o.volume(pv.Spec.CSI.VolumeHandle) == nil {
 		h.t.Errorf("PV %s volume handle %s: not in the driver", pv.Name, pv.Spec.CSI.VolumeHandle)
 	}
 	if got := capOf(c); got != 1<<30 {
@@ -87,13 +90,13 @@ func immediate(h *h, fake *fakeDriver) {
 
 // waitForFirstConsumer: nothing is provisioned until the scheduler's
 // selected-node annotation appears; then the node's topology is preferred.
-func waitForFirstConsumer(h *h, fake *fakeDriver) {
+func waitForFirstConsumer(h *h, o observer) {
 	h.storageClass("wffc", func(sc *storagev1.StorageClass) {
 		sc.VolumeBindingMode = ptr.To(storagev1.VolumeBindingWaitForFirstConsumer)
 	})
 	c := h.pvc("wffc", "wffc", "1Gi", nil)
 	h.event("wffc", "WaitForFirstConsumer")
-	if got := fake.createsNamed("pvc-" + string(c.UID)); len(got) != 0 {
+	if got := o.createsNamed("pvc-" + string(c.UID)); len(got) != 0 {
 		h.t.Fatalf("got %d CreateVolume calls before a node was selected, want 0", len(got))
 	}
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{"volume.kubernetes.io/selected-node":%q}}}`, h.env.Opts.NodeName)
@@ -101,54 +104,54 @@ func waitForFirstConsumer(h *h, fake *fakeDriver) {
 		h.t.Fatalf("annotate PVC: %v", err)
 	}
 	_, pv := h.bound("wffc")
-	reqs := fake.createsNamed(pv.Name)
+	reqs := o.createsNamed(pv.Name)
 	if len(reqs) == 0 {
 		h.t.Fatalf("driver got no CreateVolume named %s", pv.Name)
 	}
 	pref := reqs[len(reqs)-1].GetAccessibilityRequirements().GetPreferred()
-	if len(pref) == 0 || pref[0].GetSegments()[zoneKey] != "zone-a" {
-		h.t.Errorf("CreateVolume preferred topology: got %v, want first %s=zone-a (the selected node's)", pref, zoneKey)
+	if len(pref) == 0 || pref[0].GetSegments()[h.zoneKey] != h.zone {
+		h.t.Errorf("CreateVolume preferred topology: got %v, want first %s=zone-a (the selected node's)", pref, h.zoneKey)
 	}
-	assertAffinity(h, pv, "zone-a")
+	assertAffinity(h, pv, h.zone)
 }
 
 // topology: allowedTopologies reach CreateVolume as requisite topology; the
 // driver's accessible topology becomes the PV's node affinity.
-func topology(h *h, fake *fakeDriver) {
+func topology(h *h, o observer) {
 	h.storageClass("topo", func(sc *storagev1.StorageClass) {
 		sc.AllowedTopologies = []corev1.TopologySelectorTerm{{MatchLabelExpressions: []corev1.TopologySelectorLabelRequirement{
-			{Key: zoneKey, Values: []string{"zone-a"}}}}}
+			{Key: h.zoneKey, Values: []string{h.zone}}}}}
 	})
 	h.pvc("topo", "topo", "1Gi", nil)
 	_, pv := h.bound("topo")
-	reqs := fake.createsNamed(pv.Name)
+	reqs := o.createsNamed(pv.Name)
 	if len(reqs) == 0 {
 		h.t.Fatalf("driver got no CreateVolume named %s", pv.Name)
 	}
 	reqd := reqs[len(reqs)-1].GetAccessibilityRequirements().GetRequisite()
-	if len(reqd) != 1 || reqd[0].GetSegments()[zoneKey] != "zone-a" {
-		h.t.Errorf("CreateVolume requisite topology: got %v, want [%s=zone-a]", reqd, zoneKey)
+	if len(reqd) != 1 || reqd[0].GetSegments()[h.zoneKey] != h.zone {
+		h.t.Errorf("CreateVolume requisite topology: got %v, want [%s=zone-a]", reqd, h.zoneKey)
 	}
-	assertAffinity(h, pv, "zone-a")
+	assertAffinity(h, pv, h.zone)
 }
 
 func assertAffinity(h *h, pv *corev1.PersistentVolume, zone string) {
 	h.t.Helper()
 	na := pv.Spec.NodeAffinity
 	if na == nil || na.Required == nil || len(na.Required.NodeSelectorTerms) == 0 {
-		h.t.Fatalf("PV %s: got no node affinity, want %s=%s", pv.Name, zoneKey, zone)
+		h.t.Fatalf("PV %s: got no node affinity, want %s=%s", pv.Name, h.zoneKey, zone)
 	}
 	for _, e := range na.Required.NodeSelectorTerms[0].MatchExpressions {
-		if e.Key == zoneKey && len(e.Values) == 1 && e.Values[0] == zone {
+		if e.Key == h.zoneKey && len(e.Values) == 1 && e.Values[0] == zone {
 			return
 		}
 	}
-	h.t.Errorf("PV %s node affinity: got %+v, want %s=%s", pv.Name, na.Required.NodeSelectorTerms, zoneKey, zone)
+	h.t.Errorf("PV %s node affinity: got %+v, want %s=%s", pv.Name, na.Required.NodeSelectorTerms, h.zoneKey, zone)
 }
 
 // snapshotRestore: VolumeSnapshot ready, then restored into a new PVC whose
 // CreateVolume names the snapshot as its source.
-func snapshotRestore(h *h, fake *fakeDriver) {
+func snapshotRestore(h *h, o observer) {
 	h.storageClass("snap", nil)
 	h.pvc("snap-src", "snap", "1Gi", nil)
 	_, srcPV := h.bound("snap-src")
@@ -175,7 +178,7 @@ func snapshotRestore(h *h, fake *fakeDriver) {
 		}
 		return vs.Status != nil && vs.Status.ReadyToUse != nil && *vs.Status.ReadyToUse, fmt.Sprintf("status %+v; events: %s", vs.Status, h.events(ctx, "snap")), nil
 	})
-	calls := fake.snapshotsOf(srcPV.Spec.CSI.VolumeHandle)
+	calls := o.snapshotsOf(srcPV.Spec.CSI.VolumeHandle)
 	if len(calls) == 0 {
 		h.t.Fatalf("driver got no CreateSnapshot of volume %s", srcPV.Spec.CSI.VolumeHandle)
 	}
@@ -195,7 +198,7 @@ func snapshotRestore(h *h, fake *fakeDriver) {
 		c.Spec.DataSource = &corev1.TypedLocalObjectReference{APIGroup: ptr.To("snapshot.storage.k8s.io"), Kind: "VolumeSnapshot", Name: "snap"}
 	})
 	_, pv := h.bound("snap-restore")
-	reqs := fake.createsNamed(pv.Name)
+	reqs := o.createsNamed(pv.Name)
 	if len(reqs) == 0 {
 		h.t.Fatalf("driver got no CreateVolume named %s", pv.Name)
 	}
@@ -206,7 +209,7 @@ func snapshotRestore(h *h, fake *fakeDriver) {
 
 // clone: a PVC with another PVC as dataSource gets a CreateVolume whose
 // source is that PVC's volume.
-func clone(h *h, fake *fakeDriver) {
+func clone(h *h, o observer) {
 	h.storageClass("clone", nil)
 	h.pvc("clone-src", "clone", "1Gi", nil)
 	_, srcPV := h.bound("clone-src")
@@ -214,7 +217,7 @@ func clone(h *h, fake *fakeDriver) {
 		c.Spec.DataSource = &corev1.TypedLocalObjectReference{Kind: "PersistentVolumeClaim", Name: "clone-src"}
 	})
 	_, pv := h.bound("clone")
-	reqs := fake.createsNamed(pv.Name)
+	reqs := o.createsNamed(pv.Name)
 	if len(reqs) == 0 {
 		h.t.Fatalf("driver got no CreateVolume named %s", pv.Name)
 	}
@@ -223,38 +226,44 @@ func clone(h *h, fake *fakeDriver) {
 	}
 }
 
-// expand: the resizer calls ControllerExpandVolume; without a node step the
-// PVC's capacity grows, with one the PVC waits in FileSystemResizePending.
-func expand(h *h, fake *fakeDriver, nodeStep bool) {
+// expand: the resizer calls ControllerExpandVolume; the PV grows, and the
+// PVC either grows too or, when the driver asks for the node step, waits in
+// FileSystemResizePending. nodeParam sets the fake's "nodeExpansion"
+// parameter; with h.fake the driver's answer must follow it.
+func expand(h *h, o observer, nodeParam bool) {
 	name := "expand"
-	if nodeStep {
+	if nodeParam {
 		name = "expand-node"
 	}
 	h.storageClass(name, func(sc *storagev1.StorageClass) {
 		sc.AllowVolumeExpansion = ptr.To(true)
-		if nodeStep {
+		if nodeParam {
 			sc.Parameters["nodeExpansion"] = "true"
 		}
 	})
 	h.pvc(name, name, "1Gi", nil)
 	_, pv := h.bound(name)
 	h.patchPVCSize(name, "2Gi")
-	kube.WaitFor(h.t, wait, "PVC "+name+" expanded", func(ctx context.Context) (bool, string, error) {
-		c, err := h.env.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+	var c *corev1.PersistentVolumeClaim
+	kube.WaitFor(h.t, wait, "PVC "+name+" expanded or waiting for the node step", func(ctx context.Context) (bool, string, error) {
+		var err error
+		c, err = h.env.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, "", err
 		}
 		state := fmt.Sprintf("capacity %d, conditions %+v; events: %s", capOf(c), c.Status.Conditions, h.events(ctx, name))
-		if nodeStep {
-			for _, cond := range c.Status.Conditions {
-				if cond.Type == corev1.PersistentVolumeClaimFileSystemResizePending && cond.Status == corev1.ConditionTrue {
-					return true, state, nil
-				}
-			}
-			return false, state, nil
-		}
-		return capOf(c) == 2<<30, state, nil
+		return capOf(c) == 2<<30 || resizePending(c), state, nil
 	})
+	needNode := o.expandNeedsNode(pv.Spec.CSI.VolumeHandle)
+	if h.fake && needNode != nodeParam {
+		h.t.Errorf("fake driver NodeExpansionRequired: got %v, want %v", needNode, nodeParam)
+	}
+	if needNode && (!resizePending(c) || capOf(c) != 1<<30) {
+		h.t.Errorf("driver needs the node step: got PVC capacity %d, FileSystemResizePending %v; want %d and true", capOf(c), resizePending(c), 1<<30)
+	}
+	if !needNode && (resizePending(c) || capOf(c) != 2<<30) {
+		h.t.Errorf("driver needs no node step: got PVC capacity %d, FileSystemResizePending %v; want %d and false", capOf(c), resizePending(c), 2<<30)
+	}
 	got, err := h.env.Client.CoreV1().PersistentVolumes().Get(h.ctx, pv.Name, metav1.GetOptions{})
 	if err != nil {
 		h.t.Fatal(err)
@@ -262,19 +271,28 @@ func expand(h *h, fake *fakeDriver, nodeStep bool) {
 	if q := got.Spec.Capacity[corev1.ResourceStorage]; q.Value() != 2<<30 {
 		h.t.Errorf("PV capacity: got %s, want 2Gi", q.String())
 	}
-	reqs := fake.expandsOf(pv.Spec.CSI.VolumeHandle)
+	reqs := o.expandsOf(pv.Spec.CSI.VolumeHandle)
 	if len(reqs) == 0 || reqs[len(reqs)-1].GetCapacityRange().GetRequiredBytes() != 2<<30 {
 		h.t.Errorf("ControllerExpandVolume: got %v, want one with required bytes %d", reqs, 2<<30)
 	}
-	if v := fake.volume(pv.Spec.CSI.VolumeHandle); v == nil || v.CapacityBytes != 2<<30 {
+	if v := o.volume(pv.Spec.CSI.VolumeHandle); v == nil || v.CapacityBytes != 2<<30 {
 		h.t.Errorf("driver volume: got %v, want capacity %d", v, 2<<30)
 	}
+}
+
+func resizePending(c *corev1.PersistentVolumeClaim) bool {
+	for _, cond := range c.Status.Conditions {
+		if cond.Type == corev1.PersistentVolumeClaimFileSystemResizePending && cond.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
 }
 
 // attachDetach: a Pod on the fake Node makes the attach/detach controller
 // create a VolumeAttachment that csi-attacher publishes; deleting the Pod
 // detaches and unpublishes.
-func attachDetach(h *h, fake *fakeDriver) {
+func attachDetach(h *h, o observer) {
 	h.storageClass("attach", nil)
 	h.pvc("attach", "attach", "1Gi", nil)
 	_, pv := h.bound("attach")
@@ -308,10 +326,10 @@ func attachDetach(h *h, fake *fakeDriver) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if got := va.Status.AttachmentMetadata["device"]; got != "/dev/fake-"+h.env.Opts.NodeID {
-		h.t.Errorf("VolumeAttachment metadata device: got %q, want the driver's publish context /dev/fake-%s", got, h.env.Opts.NodeID)
+	if got, want := va.Status.AttachmentMetadata, o.publishContext(pv.Spec.CSI.VolumeHandle); fmt.Sprint(got) != fmt.Sprint(want) {
+		h.t.Errorf("VolumeAttachment metadata: got %v, want the driver's publish context %v", got, want)
 	}
-	pubs, _ := fake.publishesOf(pv.Spec.CSI.VolumeHandle)
+	pubs, _ := o.publishesOf(pv.Spec.CSI.VolumeHandle)
 	if len(pubs) == 0 || pubs[len(pubs)-1].GetNodeId() != h.env.Opts.NodeID {
 		h.t.Fatalf("ControllerPublishVolume: got %v, want one for node ID %s", pubs, h.env.Opts.NodeID)
 	}
@@ -328,7 +346,7 @@ func attachDetach(h *h, fake *fakeDriver) {
 		}
 		return false, fmt.Sprintf("%+v", va.Status), nil
 	})
-	if _, unpubs := fake.publishesOf(pv.Spec.CSI.VolumeHandle); len(unpubs) == 0 || unpubs[len(unpubs)-1].GetNodeId() != h.env.Opts.NodeID {
+	if _, unpubs := o.publishesOf(pv.Spec.CSI.VolumeHandle); len(unpubs) == 0 || unpubs[len(unpubs)-1].GetNodeId() != h.env.Opts.NodeID {
 		h.t.Errorf("ControllerUnpublishVolume: got %v, want one for node ID %s", unpubs, h.env.Opts.NodeID)
 	}
 }
@@ -336,13 +354,13 @@ func attachDetach(h *h, fake *fakeDriver) {
 // accessModes: ReadWriteOncePod reaches the driver as SINGLE_NODE_SINGLE_WRITER
 // (it advertises SINGLE_NODE_MULTI_WRITER); ReadWriteMany, which it does not
 // serve, is refused before it runs and the PVC stays Pending with an event.
-func accessModes(h *h, fake *fakeDriver) {
+func accessModes(h *h, o observer) {
 	h.storageClass("modes", nil)
 	h.pvc("rwop", "modes", "1Gi", func(c *corev1.PersistentVolumeClaim) {
 		c.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOncePod}
 	})
 	_, pv := h.bound("rwop")
-	reqs := fake.createsNamed(pv.Name)
+	reqs := o.createsNamed(pv.Name)
 	if len(reqs) == 0 || !hasMode(reqs[len(reqs)-1].GetVolumeCapabilities(), csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER) {
 		h.t.Errorf("RWOP CreateVolume capabilities: got %v, want SINGLE_NODE_SINGLE_WRITER", reqs)
 	}
@@ -353,7 +371,7 @@ func accessModes(h *h, fake *fakeDriver) {
 	if !strings.Contains(msg, "InvalidArgument") {
 		h.t.Errorf("ProvisioningFailed event: got %q, want an InvalidArgument from the driver's validation", msg)
 	}
-	if got := fake.createsNamed("pvc-" + string(c.UID)); len(got) != 0 {
+	if got := o.createsNamed("pvc-" + string(c.UID)); len(got) != 0 {
 		h.t.Errorf("driver code ran for an unsupported access mode: got %d CreateVolume calls, want 0", len(got))
 	}
 	c, err := h.env.Client.CoreV1().PersistentVolumeClaims(ns).Get(h.ctx, "rwx", metav1.GetOptions{})
@@ -364,7 +382,7 @@ func accessModes(h *h, fake *fakeDriver) {
 
 // reclaim: deleting the PVC deletes the volume under Delete and keeps it
 // (PV Released, no DeleteVolume) under Retain.
-func reclaim(h *h, fake *fakeDriver, policy corev1.PersistentVolumeReclaimPolicy) {
+func reclaim(h *h, o observer, policy corev1.PersistentVolumeReclaimPolicy) {
 	name := "reclaim-" + strings.ToLower(string(policy))
 	h.storageClass(name, func(sc *storagev1.StorageClass) { sc.ReclaimPolicy = &policy })
 	h.pvc(name, name, "1Gi", nil)
@@ -391,12 +409,12 @@ func reclaim(h *h, fake *fakeDriver, policy corev1.PersistentVolumeReclaimPolicy
 		return got.Status.Phase == corev1.VolumeReleased, "phase " + string(got.Status.Phase), nil
 	})
 	if policy == corev1.PersistentVolumeReclaimDelete {
-		if !fake.deleted(handle) || fake.volume(handle) != nil {
-			h.t.Errorf("Delete policy: got DeleteVolume(%s) %v and volume still present %v, want deleted", handle, fake.deleted(handle), fake.volume(handle) != nil)
+		if !o.deleted(handle) || o.volume(handle) != nil {
+			h.t.Errorf("Delete policy: got DeleteVolume(%s) %v and volume still present %v, want deleted", handle, o.deleted(handle), o.volume(handle) != nil)
 		}
 		return
 	}
-	if fake.deleted(handle) || fake.volume(handle) == nil {
-		h.t.Errorf("Retain policy: got DeleteVolume(%s) %v, volume present %v; want kept", handle, fake.deleted(handle), fake.volume(handle) != nil)
+	if o.deleted(handle) || o.volume(handle) == nil {
+		h.t.Errorf("Retain policy: got DeleteVolume(%s) %v, volume present %v; want kept", handle, o.deleted(handle), o.volume(handle) != nil)
 	}
 }
