@@ -107,7 +107,25 @@ func EnsureBinaries(ctx context.Context, o BuildOptions) (string, error) {
 	if missing := MissingBinaries(dir); len(missing) > 0 {
 		return "", fmt.Errorf("kube: go build left out %v in %s", missing, dir)
 	}
+	removeStale(o.CacheDir, filepath.Base(dir))
 	return dir, nil
+}
+
+// removeStale deletes binary directories of other go.mod/go.sum versions
+// (about 1 GB each) once a new one is complete; only names this package
+// makes (16 hex digits) are touched.
+func removeStale(cacheDir, keep string) {
+	entries, err := os.ReadDir(cacheDir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		n := e.Name()
+		if n == keep || !e.IsDir() || len(n) != 16 || strings.Trim(n, "0123456789abcdef") != "" {
+			continue
+		}
+		_ = os.RemoveAll(filepath.Join(cacheDir, n))
+	}
 }
 
 // MissingBinaries returns the names of the binaries Start needs that dir lacks.
