@@ -76,11 +76,11 @@ type group struct {
 }
 
 func openStore(path string) (*store, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
 	if err != nil {
 		return nil, fmt.Errorf("hostpath: open state %s: %w", path, err)
 	}
-	db.MaxBatchDelay = time.Millisecond
+	db.MaxBatchDelay = 200 * time.Microsecond
 	s := &store{db: db, volumes: map[string]*volume{}, snapshots: map[string]*snapshot{}, groups: map[string]*group{}}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketVolumes, bucketSnapshots, bucketGroups} {
