@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command hostpath is csikit's reference CSI driver: volumes are
 // directories, loop-backed block devices, or ext4/xfs filesystems on
 // loop-backed files under one state directory of this node.

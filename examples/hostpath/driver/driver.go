@@ -1,3 +1,5 @@
+//go:build linux
+
 // Package driver is the hostpath reference driver: volumes are directories,
 // loop-backed block devices, or real ext4/xfs filesystems on loop-backed
 // files, all under one state directory on this node.
