@@ -2,9 +2,11 @@
 
 package block
 
+import "github.com/csikit/csikit/internal/mountpoint"
+
 // Exported for the black-box tests of each mount-point check method.
 var (
-	MountRootStatx = mountRootStatx
-	NoXdevOpenat2  = noXdevOpenat2
-	InMountInfo    = inMountInfo
+	MountRootStatx = mountpoint.Statx
+	NoXdevOpenat2  = mountpoint.Openat2
+	InMountInfo    = mountpoint.MountInfo
 )

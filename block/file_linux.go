@@ -5,6 +5,7 @@ package block
 import (
 	"context"
 	"errors"
+	"github.com/csikit/csikit/internal/mountpoint"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -103,7 +104,7 @@ func MountBlock(ctx context.Context, opts MountOptions) error {
 	if err := EnsureBlock(ctx, opts.Target); err != nil {
 		return err
 	}
-	mounted, err := isMountPoint(opts.Target)
+	mounted, err := mountpoint.Is(opts.Target)
 	if err != nil {
 		return errorf(codes.Internal, err, "check block target %s", opts.Target)
 	}
@@ -159,11 +160,11 @@ peel:
 		if err := ctx.Err(); err != nil {
 			return ctxError(err, "unmount block target %s", target)
 		}
-		mounted, err := isMountPoint(target)
+		mounted, err := mountpoint.Is(target)
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil
 		}
-		if err != nil && !isCorrupt(err) {
+		if err != nil && !mountpoint.IsCorrupt(err) {
 			return errorf(codes.Internal, err, "check block target %s", target)
 		}
 		if !mounted && err == nil {

@@ -5,6 +5,7 @@ package metrics
 import (
 	"bufio"
 	"bytes"
+	"github.com/csikit/csikit/internal/mountpoint"
 	"os"
 	"strconv"
 	"strings"
@@ -68,28 +69,8 @@ func parseMountInfoLine(line string) (mountEntry, bool) {
 		return mountEntry{}, false
 	}
 	return mountEntry{
-		id: id, mountPoint: unescapeOctal(f[4]), mountOpts: f[5], superOpts: g[2],
+		id: id, mountPoint: mountpoint.UnescapeOctal(f[4]), mountOpts: f[5], superOpts: g[2],
 	}, true
-}
-
-// unescapeOctal undoes the kernel's \ooo escaping of space, tab, newline
-// and backslash in mountinfo paths.
-func unescapeOctal(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }
 
 // hasOption reports whether the comma-separated option list has opt.

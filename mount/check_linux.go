@@ -3,127 +3,13 @@
 package mount
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/csikit/csikit/internal/mountpoint"
 )
-
-// isMountPoint reports whether path is the root of a mount, in O(1) on
-// kernels with statx STATX_ATTR_MOUNT_ROOT (5.8+) or openat2 (5.6+). It does
-// not follow a final symlink. Errors are *fs.PathError values.
-func isMountPoint(path string) (bool, error) {
-	mnt, sure, err := mountRootStatx(path)
-	if sure || err != nil {
-		return mnt, err
-	}
-	mnt, sure, err = noXdevOpenat2(path)
-	if sure || err != nil {
-		return mnt, err
-	}
-	return inMountInfo(path)
-}
-
-// mountRootStatx asks statx for STATX_ATTR_MOUNT_ROOT; sure is false on
-// kernels before 5.8, which do not report the attribute.
-func mountRootStatx(path string) (mnt, sure bool, err error) {
-	var stx unix.Statx_t
-	flags := unix.AT_SYMLINK_NOFOLLOW | unix.AT_NO_AUTOMOUNT | unix.AT_STATX_DONT_SYNC
-	if err := unix.Statx(unix.AT_FDCWD, path, flags, unix.STATX_TYPE, &stx); err != nil {
-		return false, false, &fs.PathError{Op: "statx", Path: path, Err: err}
-	}
-	if stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT == 0 {
-		return false, false, nil
-	}
-	return stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0, true, nil
-}
-
-// noXdevOpenat2 opens path's last component relative to its parent with
-// RESOLVE_NO_XDEV: EXDEV means crossing into another mount. sure is false on
-// kernels before 5.6, which lack openat2.
-func noXdevOpenat2(path string) (mnt, sure bool, err error) {
-	if path == "/" {
-		return true, true, nil
-	}
-	dir, err := unix.Open(filepath.Dir(path), unix.O_PATH|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return false, false, &fs.PathError{Op: "open", Path: filepath.Dir(path), Err: err}
-	}
-	defer unix.Close(dir)
-	fd, err := unix.Openat2(dir, filepath.Base(path), &unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_CLOEXEC | unix.O_NOFOLLOW,
-		Resolve: unix.RESOLVE_NO_XDEV,
-	})
-	switch {
-	case err == nil:
-		unix.Close(fd)
-		return false, true, nil
-	case errors.Is(err, unix.EXDEV):
-		return true, true, nil
-	case errors.Is(err, unix.ELOOP): // a final symlink is never a mount root
-		return false, true, nil
-	case errors.Is(err, unix.ENOSYS), errors.Is(err, unix.EPERM):
-		return false, false, nil
-	}
-	return false, false, &fs.PathError{Op: "openat2", Path: path, Err: err}
-}
-
-// inMountInfo is the slow fallback for kernels older than 5.6: it scans
-// /proc/self/mountinfo for path as a mount point.
-func inMountInfo(path string) (bool, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && unescapeOctal(fields[4]) == path {
-			return true, nil
-		}
-	}
-	return false, sc.Err()
-}
-
-// unescapeOctal undoes the \ooo escaping of mountinfo fields.
-func unescapeOctal(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+4 <= len(s) {
-			if v, ok := octal(s[i+1 : i+4]); ok {
-				b.WriteByte(v)
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-func octal(s string) (byte, bool) {
-	if len(s) != 3 {
-		return 0, false
-	}
-	var v int
-	for _, c := range s {
-		if c < '0' || c > '7' {
-			return 0, false
-		}
-		v = v*8 + int(c-'0')
-	}
-	return byte(v), v < 256
-}
 
 // IsMountPoint reports whether path is the root of a mount. The answer costs
 // one statx call (STATX_ATTR_MOUNT_ROOT, Linux 5.8+) or one openat2 with
@@ -137,7 +23,7 @@ func (m *Mounter) IsMountPoint(ctx context.Context, path string) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	return isMountPoint(path)
+	return mountpoint.Is(path)
 }
 
 // IsCorruptedMount reports whether err is what a dead mount returns: a FUSE

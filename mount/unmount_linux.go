@@ -5,6 +5,7 @@ package mount
 import (
 	"context"
 	"errors"
+	"github.com/csikit/csikit/internal/mountpoint"
 	"io/fs"
 	"os"
 
@@ -62,7 +63,7 @@ func (m *Mounter) Unstage(ctx context.Context, target string, opts UnmountOption
 // is corrupt. The mount-root check alone may succeed on a dead FUSE mount
 // (cached attributes), so a mount point is probed with statfs too.
 func mountState(path string) (mounted, corrupt bool, err error) {
-	mounted, err = isMountPoint(path)
+	mounted, err = mountpoint.Is(path)
 	if IsCorruptedMount(err) {
 		return true, true, nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/csikit/csikit/internal/codederr"
 	"io/fs"
 	"net"
 	"os"
@@ -59,8 +60,7 @@ func Listen(ctx context.Context, ep string, opts Options) (net.Listener, error) 
 
 func listenUnix(ctx context.Context, path string, opts Options) (net.Listener, error) {
 	if len(path) > maxPath {
-		return nil, &codedError{code: codes.InvalidArgument,
-			msg: fmt.Sprintf("endpoint: unix socket path %s is %d bytes long, want at most %d", path, len(path), maxPath)}
+		return nil, codederr.Errorf(codes.InvalidArgument, nil, "endpoint: unix socket path %s is %d bytes long, want at most %d", path, len(path), maxPath)
 	}
 	if opts.SocketMode == 0 {
 		opts.SocketMode = DefaultSocketMode
@@ -74,9 +74,9 @@ func listenUnix(ctx context.Context, path string, opts Options) (net.Listener, e
 	dir := filepath.Dir(path)
 	// The socket is first bound at dir/.sNNNNNNNNNN/s (see below).
 	if n := len(dir) + len("/.s4294967295/s"); n > maxPath {
-		return nil, &codedError{code: codes.InvalidArgument, msg: fmt.Sprintf(
+		return nil, codederr.Errorf(codes.InvalidArgument, nil,
 			"endpoint: socket directory %s is too long: the temporary socket inside it needs %d bytes, want at most %d",
-			dir, n, maxPath)}
+			dir, n, maxPath)
 	}
 	if err := os.MkdirAll(dir, opts.DirMode); err != nil {
 		return nil, wrap(codes.FailedPrecondition, "endpoint: creating socket directory "+dir, err)
@@ -111,8 +111,8 @@ func listenUnix(ctx context.Context, path string, opts Options) (net.Listener, e
 	}
 	if err := os.Link(tmp, path); err != nil {
 		if errors.Is(err, fs.ErrExist) {
-			return fail(&codedError{code: codes.AlreadyExists,
-				msg: "endpoint: " + path + " appeared while the socket was being created; not replacing it", err: err})
+			return fail(codederr.Errorf(codes.AlreadyExists, err,
+				"endpoint: %s appeared while the socket was being created; not replacing it", path))
 		}
 		return fail(wrap(codes.FailedPrecondition, "endpoint: linking the socket into place at "+path, err))
 	}
@@ -134,15 +134,15 @@ func removeStale(ctx context.Context, path string, timeout time.Duration) error 
 		return wrap(codes.FailedPrecondition, "endpoint: stat "+path, err)
 	}
 	if fi.Mode().Type() != fs.ModeSocket {
-		return &codedError{code: codes.FailedPrecondition, msg: fmt.Sprintf(
-			"endpoint: %s exists and is not a socket (%s); refusing to remove it", path, describe(fi.Mode()))}
+		return codederr.Errorf(codes.FailedPrecondition, nil,
+			"endpoint: %s exists and is not a socket (%s); refusing to remove it", path, describe(fi.Mode()))
 	}
 	d := net.Dialer{Timeout: timeout}
 	c, err := d.DialContext(ctx, "unix", path)
 	if err == nil {
 		c.Close()
-		return &codedError{code: codes.AlreadyExists, msg: fmt.Sprintf(
-			"endpoint: %s is in use by a running server (a dial succeeded); stop it or choose another endpoint", path)}
+		return codederr.Errorf(codes.AlreadyExists, nil,
+			"endpoint: %s is in use by a running server (a dial succeeded); stop it or choose another endpoint", path)
 	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):

@@ -1,6 +1,6 @@
 //go:build linux
 
-package block
+package mountpoint
 
 import (
 	"bufio"
@@ -13,24 +13,24 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// isMountPoint reports whether path is the root of a mount, in O(1) on
+// Is reports whether path is the root of a mount, in O(1) on
 // kernels with statx STATX_ATTR_MOUNT_ROOT (5.8+) or openat2 (5.6+). It does
 // not follow a final symlink. Errors are *fs.PathError values.
-func isMountPoint(path string) (bool, error) {
-	mnt, sure, err := mountRootStatx(path)
+func Is(path string) (bool, error) {
+	mnt, sure, err := Statx(path)
 	if sure || err != nil {
 		return mnt, err
 	}
-	mnt, sure, err = noXdevOpenat2(path)
+	mnt, sure, err = Openat2(path)
 	if sure || err != nil {
 		return mnt, err
 	}
-	return inMountInfo(path)
+	return MountInfo(path)
 }
 
-// mountRootStatx asks statx for STATX_ATTR_MOUNT_ROOT; sure is false on
+// Statx asks statx for STATX_ATTR_MOUNT_ROOT; sure is false on
 // kernels before 5.8, which do not report the attribute.
-func mountRootStatx(path string) (mnt, sure bool, err error) {
+func Statx(path string) (mnt, sure bool, err error) {
 	var stx unix.Statx_t
 	flags := unix.AT_SYMLINK_NOFOLLOW | unix.AT_NO_AUTOMOUNT | unix.AT_STATX_DONT_SYNC
 	if err := unix.Statx(unix.AT_FDCWD, path, flags, unix.STATX_TYPE, &stx); err != nil {
@@ -42,10 +42,10 @@ func mountRootStatx(path string) (mnt, sure bool, err error) {
 	return stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0, true, nil
 }
 
-// noXdevOpenat2 opens path's last component relative to its parent with
+// Openat2 opens path's last component relative to its parent with
 // RESOLVE_NO_XDEV: EXDEV means crossing into another mount. sure is false on
 // kernels before 5.6, which lack openat2.
-func noXdevOpenat2(path string) (mnt, sure bool, err error) {
+func Openat2(path string) (mnt, sure bool, err error) {
 	if path == "/" {
 		return true, true, nil
 	}
@@ -72,9 +72,9 @@ func noXdevOpenat2(path string) (mnt, sure bool, err error) {
 	return false, false, &fs.PathError{Op: "openat2", Path: path, Err: err}
 }
 
-// inMountInfo is the slow fallback for kernels older than 5.6: it scans
+// MountInfo is the slow fallback for kernels older than 5.6: it scans
 // /proc/self/mountinfo for path as a mount point.
-func inMountInfo(path string) (bool, error) {
+func MountInfo(path string) (bool, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return false, err
@@ -84,15 +84,15 @@ func inMountInfo(path string) (bool, error) {
 	sc.Buffer(make([]byte, 64*1024), 1024*1024)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && unescapeOctal(fields[4]) == path {
+		if len(fields) > 4 && UnescapeOctal(fields[4]) == path {
 			return true, nil
 		}
 	}
 	return false, sc.Err()
 }
 
-// unescapeOctal undoes the \ooo escaping of mountinfo fields.
-func unescapeOctal(s string) string {
+// UnescapeOctal undoes the \ooo escaping of mountinfo fields.
+func UnescapeOctal(s string) string {
 	if !strings.Contains(s, `\`) {
 		return s
 	}
@@ -124,9 +124,9 @@ func octal(s string) (byte, bool) {
 	return byte(v), v < 256
 }
 
-// isCorrupt reports whether err is what a dead mount returns: a FUSE server
+// IsCorrupt reports whether err is what a dead mount returns: a FUSE server
 // that went away (ENOTCONN), an NFS handle gone stale (ESTALE), or I/O errors.
-func isCorrupt(err error) bool {
+func IsCorrupt(err error) bool {
 	return errors.Is(err, unix.ENOTCONN) || errors.Is(err, unix.ESTALE) ||
 		errors.Is(err, unix.EIO)
 }

@@ -1,0 +1,6 @@
+// Package mountpoint tells whether a path is the root of a mount in O(1):
+// statx STATX_ATTR_MOUNT_ROOT (Linux 5.8+), else openat2 with
+// RESOLVE_NO_XDEV (5.6+), and only on older kernels a scan of
+// /proc/self/mountinfo. It is shared by mount/ and block/, which wrap it in
+// their public APIs.
+package mountpoint
