@@ -33,12 +33,14 @@ import (
 	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/examples/hostpath/driver"
 	"github.com/csikit/csikit/k8s/csidriver"
+	"github.com/csikit/csikit/k8s/registration"
 	"github.com/csikit/csikit/metrics"
 )
 
 // config is everything the flags set.
 type config struct {
 	endpoint, nodeID, stateDir, driverName, metricsAddr, logLevel, mutable string
+	kubeletRegistration                                                    string
 	maxVolumes, capacity                                                   int64
 	enableAttach, enableModify, printCSIDriver, showVersion                bool
 }
@@ -114,11 +116,23 @@ func run(args []string) error {
 
 	fmt.Fprintf(os.Stderr, "hostpath %s: driver %s on node %s, serving %s, state in %s\n",
 		version(), cfg.driverName, cfg.nodeID, cfg.endpoint, cfg.stateDir)
+	var kubelet *registration.Registrar
+	if cfg.kubeletRegistration != "" {
+		kubelet, err = registration.New(registration.Options{DriverName: cfg.driverName, Endpoint: cfg.kubeletRegistration, Logger: logger})
+		if err != nil {
+			return err
+		}
+		go func() {
+			if err := kubelet.Run(ctx); err != nil {
+				logger.Error("kubelet plugin registration stopped", "error", err)
+			}
+		}()
+	}
 	errc := make(chan error, 1)
 	if reg != nil {
 		go func() {
 			errc <- metrics.ListenAndServe(ctx, cfg.metricsAddr, metrics.HTTPOptions{
-				Gatherer: reg, Probe: metrics.IdentityProbe(srv), Logger: logger,
+				Gatherer: reg, Probe: healthz(srv, kubelet), Logger: logger,
 			})
 		}()
 	}
@@ -130,6 +144,20 @@ func run(args []string) error {
 		}
 	}
 	return err
+}
+
+// healthz fails while the driver is not ready or kubelet reports a failed
+// registration.
+func healthz(srv *csikit.Server, kubelet *registration.Registrar) func(context.Context) error {
+	probe := metrics.IdentityProbe(srv)
+	return func(ctx context.Context) error {
+		if kubelet != nil {
+			if err := kubelet.Err(); err != nil {
+				return err
+			}
+		}
+		return probe(ctx)
+	}
 }
 
 func parseFlags(args []string) (*config, error) {
@@ -153,6 +181,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&c.printCSIDriver, "print-csidriver", false, "print the CSIDriver object for these flags as YAML and exit")
 	fs.BoolVar(&c.showVersion, "version", false, "print the version and exit")
+	fs.StringVar(&c.kubeletRegistration, "kubelet-registration-path", "", "register with kubelet directly (no node-driver-registrar): the CSI socket's path on the host, e.g. /var/lib/kubelet/plugins/hostpath.csikit.dev/csi.sock")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

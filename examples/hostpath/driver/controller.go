@@ -20,6 +20,7 @@ import (
 	"github.com/csikit/csikit/csi/validation"
 	"github.com/csikit/csikit/idempotency"
 	"github.com/csikit/csikit/k8s/keys"
+	"github.com/csikit/csikit/topology"
 )
 
 // defaultVolumeSize is used when CreateVolume names no capacity.
@@ -146,17 +147,20 @@ func (d *Driver) available() int64 {
 	return int64(st.Bavail) * int64(st.Bsize)
 }
 
-// checkTopology refuses requirements this node cannot meet.
+// checkTopology refuses requirements this node cannot meet, by the spec's
+// preferred/requisite rules (topology.Select; ResourceExhausted when the
+// node is outside every requisite term).
 func (d *Driver) checkTopology(req *csi.TopologyRequirement) error {
-	if len(req.GetRequisite()) == 0 {
+	if req == nil {
 		return nil
 	}
-	for _, t := range req.GetRequisite() {
-		if n, ok := t.GetSegments()[TopologyKey]; !ok || n == d.opts.NodeID {
-			return nil
-		}
-	}
-	return status.Errorf(codes.ResourceExhausted, "no requisite topology includes node %q", d.opts.NodeID)
+	_, err := topology.Select(req, []*csi.Topology{d.nodeTopology()}, 1)
+	return err
+}
+
+// nodeTopology is the one segment this driver serves.
+func (d *Driver) nodeTopology() *csi.Topology {
+	return &csi.Topology{Segments: map[string]string{TopologyKey: d.opts.NodeID}}
 }
 
 // csiVolume is the CSI view of v.
@@ -166,7 +170,7 @@ func (d *Driver) csiVolume(v *volume, src *csi.VolumeContentSource) *csi.Volume 
 		CapacityBytes:      v.Capacity,
 		VolumeContext:      map[string]string{"kind": string(v.Kind)},
 		ContentSource:      src,
-		AccessibleTopology: []*csi.Topology{{Segments: map[string]string{TopologyKey: d.opts.NodeID}}},
+		AccessibleTopology: []*csi.Topology{d.nodeTopology()},
 	}
 	if v.FSType != "" {
 		out.VolumeContext[ParamFSType] = v.FSType
