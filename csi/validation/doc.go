@@ -14,7 +14,10 @@
 //     codes.InvalidArgument, except a relative volume_path in
 //     NodeGetVolumeStats and NodeExpandVolume, which gets codes.NotFound (no
 //     volume can be published at a relative path; csi-sanity expects
-//     NotFound there). A request of the wrong Go type for its method is a
+//     NotFound there), and a NodePublishVolume without staging_target_path
+//     on a driver that stages volumes, which gets codes.FailedPrecondition
+//     as the spec's error table says (not for CSI ephemeral inline volumes,
+//     which kubelet never stages). A request of the wrong Go type for its method is a
 //     wiring bug and gets codes.Internal. Methods missing from the table
 //     pass (nil).
 //   - Every message has the form "<RPC>: <field> <problem>", for example

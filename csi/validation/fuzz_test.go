@@ -103,8 +103,8 @@ func FuzzValidate(f *testing.F) {
 				continue
 			}
 			st, ok := status.FromError(e)
-			if !ok || (st.Code() != codes.InvalidArgument && st.Code() != codes.NotFound) {
-				t.Fatalf("%s: got %v, want nil, InvalidArgument or NotFound", m.rpc, e)
+			if !ok || (st.Code() != codes.InvalidArgument && st.Code() != codes.NotFound && st.Code() != codes.FailedPrecondition) {
+				t.Fatalf("%s: got %v, want nil, InvalidArgument, NotFound or FailedPrecondition", m.rpc, e)
 			}
 			if !strings.HasPrefix(st.Message(), m.rpc+": ") {
 				t.Fatalf("%s: message %q does not start with the RPC name", m.rpc, st.Message())

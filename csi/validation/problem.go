@@ -25,6 +25,12 @@ func invalid(what string, args ...any) problem {
 	return problem{code: codes.InvalidArgument, what: what, args: args}
 }
 
+// failedPrecondition: the request is well-formed but not valid for this
+// driver's configuration, where the spec names FAILED_PRECONDITION.
+func failedPrecondition(what string, args ...any) problem {
+	return problem{code: codes.FailedPrecondition, what: what, args: args}
+}
+
 func notFound(what string, args ...any) problem {
 	return problem{code: codes.NotFound, what: what, args: args}
 }

@@ -110,7 +110,9 @@ func stagingPath[T any](field string, get func(T) string) rule {
 		t, _ := req.(T)
 		s := get(t)
 		if s == "" && cfg.StageUnstage && !ephemeral(req) {
-			return invalid("is required: the node plugin stages volumes (STAGE_UNSTAGE_VOLUME)")
+			// The spec's NodePublishVolume error table: "Staging target
+			// path not set" is FAILED_PRECONDITION.
+			return failedPrecondition("is required: the node plugin stages volumes (STAGE_UNSTAGE_VOLUME)")
 		}
 		return checkPath(s, false, invalid)
 	}}

@@ -362,8 +362,8 @@ func TestStagingPathNotRequiredForEphemeralVolumes(t *testing.T) {
 			AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
 		},
 	}
-	if err := validation.Validate(csi.Node_NodePublishVolume_FullMethodName, req, cfg); status.Code(err) != codes.InvalidArgument {
-		t.Fatalf("persistent volume without staging path: got %v, want InvalidArgument", err)
+	if err := validation.Validate(csi.Node_NodePublishVolume_FullMethodName, req, cfg); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("persistent volume without staging path: got %v, want FailedPrecondition", err)
 	}
 	req.VolumeContext = map[string]string{"csi.storage.k8s.io/ephemeral": "true"}
 	if err := validation.Validate(csi.Node_NodePublishVolume_FullMethodName, req, cfg); err != nil {

@@ -142,7 +142,7 @@ func TestStagingPathRequiredWhenStaging(t *testing.T) {
 		t.Fatalf("without StageUnstage: got %v, want nil", err)
 	}
 	err := validation.Validate(csi.Node_NodePublishVolume_FullMethodName, req, &validation.Config{StageUnstage: true})
-	wantCode(t, err, codes.InvalidArgument, "NodePublishVolume: staging_target_path is required")
+	wantCode(t, err, codes.FailedPrecondition, "NodePublishVolume: staging_target_path is required")
 }
 
 // Required fields are checked in the spec's order, so a request missing
