@@ -50,8 +50,10 @@
 //
 // Two stores implement Journal: MemoryJournal (tests; lost on exit) and
 // FileJournal (a bbolt file with fsynced copy-on-write transactions and
-// group commit, for single-node drivers). Distributed drivers implement
-// Journal on their backend (for example Ceph omap).
+// group commit, for single-node drivers; its KV spaces let such a driver
+// keep its own metadata in the same file, sharing the group commit).
+// Distributed drivers implement Journal on their backend (for example Ceph
+// omap).
 //
 // # Invariants
 //

@@ -8,9 +8,9 @@
 // serializes calls per volume and reserves names in a crash-safe journal
 // before CreateVolume and CreateSnapshot run, so the driver holds no global
 // lock and creates every object under the ID the journal reserved. Its own
-// metadata lives in a bbolt file written through batched, fsynced
-// transactions, so every change is durable and concurrent changes share
-// fsyncs.
+// metadata lives in KV spaces of that same journal file
+// (idempotency.FileJournal.KV), so every change is durable and concurrent
+// changes — the driver's and the journal's — share fsyncs.
 //
 // Invariants: every path the driver builds comes from an ID that passed
 // validID, so nothing outside the state directory is ever touched; data is
@@ -101,14 +101,14 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 			return nil, fmt.Errorf("hostpath: %w", err)
 		}
 	}
-	st, err := openStore(filepath.Join(opts.StateDir, "state.db"))
-	if err != nil {
-		return nil, err
-	}
 	j, err := idempotency.OpenFileJournal(filepath.Join(opts.StateDir, "journal.db"), idempotency.FileJournalOptions{})
 	if err != nil {
-		st.close()
 		return nil, fmt.Errorf("hostpath: journal: %w", err)
+	}
+	st, err := openStore(j)
+	if err != nil {
+		j.Close()
+		return nil, err
 	}
 	d := &Driver{
 		opts: opts, log: opts.Logger, store: st, journal: j,
@@ -123,7 +123,7 @@ func (d *Driver) Journal() idempotency.Journal { return d.journal }
 
 // Close releases the state files.
 func (d *Driver) Close() error {
-	return errors.Join(d.store.close(), d.journal.Close())
+	return d.journal.Close()
 }
 
 // paths of one volume or snapshot; id must have passed validID.

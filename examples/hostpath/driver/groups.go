@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	bolt "go.etcd.io/bbolt"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -124,7 +123,7 @@ func (d *Driver) checkMembers(g *group, ids []string) error {
 // NodeGetStorageHealth reports no adverse condition of the node's storage
 // while the state directory is usable.
 func (d *Driver) NodeGetStorageHealth(ctx context.Context, r *csi.NodeGetStorageHealthRequest) (*csi.NodeGetStorageHealthResponse, error) {
-	if err := d.store.db.View(func(*bolt.Tx) error { return nil }); err != nil {
+	if err := d.store.ping(); err != nil {
 		return nil, status.Errorf(codes.Unavailable, "state store unusable: %v", err)
 	}
 	return &csi.NodeGetStorageHealthResponse{}, nil

@@ -3,13 +3,15 @@
 package driver
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/csikit/csikit/idempotency"
 )
 
 // kind is how a volume stores its data.
@@ -51,17 +53,12 @@ type snapshot struct {
 	Created  time.Time `json:"created"`
 }
 
-var (
-	bucketVolumes   = []byte("volumes")
-	bucketSnapshots = []byte("snapshots")
-	bucketGroups    = []byte("groups")
-)
-
-// store keeps metadata in memory for reads and in a bbolt file for
-// durability. Writes go through bolt's Batch, which coalesces concurrent
-// writers into one fsynced transaction.
+// store keeps metadata in memory for reads and durably in KV spaces of the
+// SDK's file journal, so its writes share the journal's group commit: the
+// metadata write of a CreateVolume and the journal's own reserve and commit
+// of concurrent calls are fsynced together.
 type store struct {
-	db *bolt.DB
+	kvVolumes, kvSnapshots, kvGroups *idempotency.KV
 
 	mu        sync.RWMutex
 	volumes   map[string]*volume
@@ -77,55 +74,58 @@ type group struct {
 	Created     time.Time `json:"created"`
 }
 
-func openStore(path string) (*store, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: 5 * time.Second, NoFreelistSync: true, FreelistType: bolt.FreelistMapType})
-	if err != nil {
-		return nil, fmt.Errorf("hostpath: open state %s: %w", path, err)
+func openStore(j *idempotency.FileJournal) (*store, error) {
+	s := &store{volumes: map[string]*volume{}, snapshots: map[string]*snapshot{}, groups: map[string]*group{}}
+	var err error
+	if s.kvVolumes, err = j.KV("hostpath/volumes"); err != nil {
+		return nil, err
 	}
-	db.MaxBatchDelay = 200 * time.Microsecond
-	s := &store{db: db, volumes: map[string]*volume{}, snapshots: map[string]*snapshot{}, groups: map[string]*group{}}
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketVolumes, bucketSnapshots, bucketGroups} {
-			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
-				return err
-			}
-		}
-		if err := load(tx, bucketVolumes, s.volumes); err != nil {
-			return err
-		}
-		if err := load(tx, bucketSnapshots, s.snapshots); err != nil {
-			return err
-		}
-		return load(tx, bucketGroups, s.groups)
-	})
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("hostpath: load state %s: %w", path, err)
+	if s.kvSnapshots, err = j.KV("hostpath/snapshots"); err != nil {
+		return nil, err
+	}
+	if s.kvGroups, err = j.KV("hostpath/groups"); err != nil {
+		return nil, err
+	}
+	if err := load(s.kvVolumes, s.volumes); err != nil {
+		return nil, err
+	}
+	if err := load(s.kvSnapshots, s.snapshots); err != nil {
+		return nil, err
+	}
+	if err := load(s.kvGroups, s.groups); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
 
-func load[T any](tx *bolt.Tx, bucket []byte, into map[string]*T) error {
-	return tx.Bucket(bucket).ForEach(func(k, v []byte) error {
+func load[T any](kv *idempotency.KV, into map[string]*T) error {
+	return kv.ForEach(func(k string, v []byte) error {
 		var x T
 		if err := json.Unmarshal(v, &x); err != nil {
-			return fmt.Errorf("record %q: %w", k, err)
+			return fmt.Errorf("hostpath: load %s record %q: %w", kv, k, err)
 		}
-		into[string(k)] = &x
+		into[k] = &x
 		return nil
 	})
 }
 
-func (s *store) close() error { return s.db.Close() }
+// ping reads the store, for health checks.
+func (s *store) ping() error {
+	errStop := errors.New("stop")
+	if err := s.kvVolumes.ForEach(func(string, []byte) error { return errStop }); err != nil && err != errStop {
+		return err
+	}
+	return nil
+}
 
 // put writes one record durably, then publishes it in memory.
-func put[T any](s *store, bucket []byte, id string, x *T, mem map[string]*T) error {
+func put[T any](s *store, kv *idempotency.KV, id string, x *T, mem map[string]*T) error {
 	raw, err := json.Marshal(x)
 	if err != nil {
 		return err
 	}
-	if err := s.db.Batch(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Put([]byte(id), raw) }); err != nil {
-		return fmt.Errorf("hostpath: save %s %s: %w", bucket, id, err)
+	if err := kv.Put(context.Background(), id, raw); err != nil {
+		return fmt.Errorf("hostpath: save %s %s: %w", kv, id, err)
 	}
 	s.mu.Lock()
 	mem[id] = x
@@ -134,9 +134,9 @@ func put[T any](s *store, bucket []byte, id string, x *T, mem map[string]*T) err
 }
 
 // del removes one record durably.
-func del[T any](s *store, bucket []byte, id string, mem map[string]*T) error {
-	if err := s.db.Batch(func(tx *bolt.Tx) error { return tx.Bucket(bucket).Delete([]byte(id)) }); err != nil {
-		return fmt.Errorf("hostpath: delete %s %s: %w", bucket, id, err)
+func del[T any](s *store, kv *idempotency.KV, id string, mem map[string]*T) error {
+	if err := kv.Delete(context.Background(), id); err != nil {
+		return fmt.Errorf("hostpath: delete %s %s: %w", kv, id, err)
 	}
 	s.mu.Lock()
 	delete(mem, id)
@@ -144,12 +144,12 @@ func del[T any](s *store, bucket []byte, id string, mem map[string]*T) error {
 	return nil
 }
 
-func (s *store) putVolume(v *volume) error     { return put(s, bucketVolumes, v.ID, v, s.volumes) }
-func (s *store) putSnapshot(x *snapshot) error { return put(s, bucketSnapshots, x.ID, x, s.snapshots) }
-func (s *store) putGroup(g *group) error       { return put(s, bucketGroups, g.ID, g, s.groups) }
-func (s *store) delVolume(id string) error     { return del(s, bucketVolumes, id, s.volumes) }
-func (s *store) delSnapshot(id string) error   { return del(s, bucketSnapshots, id, s.snapshots) }
-func (s *store) delGroup(id string) error      { return del(s, bucketGroups, id, s.groups) }
+func (s *store) putVolume(v *volume) error     { return put(s, s.kvVolumes, v.ID, v, s.volumes) }
+func (s *store) putSnapshot(x *snapshot) error { return put(s, s.kvSnapshots, x.ID, x, s.snapshots) }
+func (s *store) putGroup(g *group) error       { return put(s, s.kvGroups, g.ID, g, s.groups) }
+func (s *store) delVolume(id string) error     { return del(s, s.kvVolumes, id, s.volumes) }
+func (s *store) delSnapshot(id string) error   { return del(s, s.kvSnapshots, id, s.snapshots) }
+func (s *store) delGroup(id string) error      { return del(s, s.kvGroups, id, s.groups) }
 
 // volume returns a copy of the volume's metadata.
 func (s *store) volume(id string) (volume, bool) {
