@@ -22,9 +22,10 @@ import (
 // The child announces each operation before it starts ("begin") and after
 // it returned ("ok"); names are split between goroutines, so per name the
 // announcements are in commit order. After each kill the parent reopens the
-// file and checks: the file is consistent (bbolt page check, names ↔ IDs one
-// to one), and every name is in the state its last acknowledged operation
-// left, or in the state its one in-flight operation would leave.
+// file and checks: the file is consistent (every record verifies and
+// replays to the state in memory, names ↔ IDs one to one), and every name
+// is in the state its last acknowledged operation left, or in the state its
+// one in-flight operation would leave.
 
 const (
 	crashChildEnv = "CSIKIT_IDEMPOTENCY_CRASH_CHILD"

@@ -49,9 +49,10 @@
 // uncommitted reservation; after other errors it stays for the retry.
 //
 // Two stores implement Journal: MemoryJournal (tests; lost on exit) and
-// FileJournal (a bbolt file with fsynced copy-on-write transactions and
-// group commit, for single-node drivers; its KV spaces let such a driver
-// keep its own metadata in the same file, sharing the group commit).
+// FileJournal (a checksummed append-only log with group commit: one
+// flush per batch of concurrent changes, crash-safe, for single-node
+// drivers; its KV spaces let such a driver keep its own metadata in the
+// same file, sharing the group commit).
 // Distributed drivers implement Journal on their backend (for example Ceph
 // omap).
 //

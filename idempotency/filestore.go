@@ -6,9 +6,10 @@ import (
 	"os"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/csikit/csikit/internal/kvlog"
 )
 
 // FileJournalOptions configures OpenFileJournal.
@@ -22,78 +23,59 @@ type FileJournalOptions struct {
 
 // FileJournal is a crash-safe Journal in one file, for single-node drivers.
 //
-// It is a bbolt database: every change is a copy-on-write transaction that
-// is fsynced before the call returns, so after a crash or SIGKILL at any
-// instant the file holds either the state before or after each change,
-// never a torn one. Concurrent writers share transactions and fsyncs (group
-// commit): a lone caller commits at once, callers that arrive during a
-// commit are all committed by the next one. Names and IDs are opaque keys
-// inside the file, never file names. Only one process may have the file open.
+// The file is an append-only log of checksummed batches over an in-memory
+// index: every change is flushed (fdatasync) before the call returns, and
+// after a crash or SIGKILL at any instant the file replays to the state
+// before or after each change, never a torn one. Concurrent writers share
+// one append and one flush (group commit): a lone caller commits at once,
+// callers that arrive during a commit are all committed by the next one.
+// The file is preallocated in 4 MiB steps and compacted when it outgrows
+// its live data, so it stays a few times the size of what it holds. Reads
+// never touch the disk. Names and IDs are opaque keys inside the file,
+// never file names. Only one process may have the file open.
 type FileJournal struct {
-	db *bolt.DB
-	gc *groupCommit
+	db *kvlog.DB
 }
 
-var bucketNames = map[Kind][2][]byte{
-	KindVolume:        {[]byte("volume/names"), []byte("volume/ids")},
-	KindSnapshot:      {[]byte("snapshot/names"), []byte("snapshot/ids")},
-	KindGroupSnapshot: {[]byte("group-snapshot/names"), []byte("group-snapshot/ids")},
+var bucketNames = map[Kind][2]string{
+	KindVolume:        {"volume/names", "volume/ids"},
+	KindSnapshot:      {"snapshot/names", "snapshot/ids"},
+	KindGroupSnapshot: {"group-snapshot/names", "group-snapshot/ids"},
 }
 
 // OpenFileJournal opens or creates the journal file at path. Close it when
-// done.
+// done. A file damaged in the middle (not merely torn at the end by a
+// crash) is refused with an error rather than opened without its records.
 func OpenFileJournal(path string, o FileJournalOptions) (*FileJournal, error) {
-	if o.LockTimeout <= 0 {
-		o.LockTimeout = 5 * time.Second
-	}
-	if o.Mode == 0 {
-		o.Mode = 0o600
-	}
-	db, err := bolt.Open(path, o.Mode, &bolt.Options{Timeout: o.LockTimeout})
+	db, err := kvlog.Open(path, kvlog.Options{LockTimeout: o.LockTimeout, Mode: o.Mode})
 	if err != nil {
-		return nil, fmt.Errorf("idempotency: open journal %s: %w", path, err)
+		return nil, fmt.Errorf("idempotency: open journal: %w", err)
 	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range bucketNames {
-			for _, n := range b {
-				if _, err := tx.CreateBucketIfNotExists(n); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		_ = db.Close()
-		return nil, fmt.Errorf("idempotency: init journal %s: %w", path, err)
-	}
-	return &FileJournal{db: db, gc: &groupCommit{db: db}}, nil
+	return &FileJournal{db: db}, nil
 }
 
-// Close closes the file. Calls after Close fail.
+// Close closes the file after the commit in progress. Calls after Close
+// fail.
 func (j *FileJournal) Close() error { return j.db.Close() }
 
-// Check verifies the file's internal consistency (page structure) and that
-// names and IDs map one to one. It returns the first problem found.
+// Check verifies that the file replays to exactly the state in memory
+// (every record's checksum, nothing after the log's end) and that names and
+// IDs map one to one. It returns the first problem found.
 func (j *FileJournal) Check() error {
-	return j.db.View(func(tx *bolt.Tx) error {
-		for err := range tx.Check() {
-			return fmt.Errorf("idempotency: journal corrupt: %w", err)
-		}
+	if err := j.db.Verify(); err != nil {
+		return fmt.Errorf("idempotency: journal corrupt: %w", err)
+	}
+	return j.db.View(func(r kvlog.Reader) error {
 		for kind, b := range bucketNames {
-			names, ids := tx.Bucket(b[0]), tx.Bucket(b[1])
-			if names == nil || ids == nil {
-				return fmt.Errorf("idempotency: journal lacks %s buckets", kind)
-			}
-			if nn, ni := names.Stats().KeyN, ids.Stats().KeyN; nn != ni {
+			if nn, ni := r.Len(b[0]), r.Len(b[1]); nn != ni {
 				return fmt.Errorf("idempotency: %d %s names but %d IDs", nn, kind, ni)
 			}
-			err := names.ForEach(func(name, v []byte) error {
-				rec, err := decodeRecord(kind, name, v)
+			err := r.ForEach(b[0], func(name string, v []byte) error {
+				rec, err := decodeRecord(kind, []byte(name), v)
 				if err != nil {
 					return err
 				}
-				if back := ids.Get([]byte(rec.ID)); string(back) != rec.Name {
+				if back := r.Get(b[1], rec.ID); string(back) != rec.Name {
 					return fmt.Errorf("idempotency: %s name %q → ID %q → name %q", kind, rec.Name, rec.ID, back)
 				}
 				return nil
@@ -107,6 +89,9 @@ func (j *FileJournal) Check() error {
 }
 
 func storageErr(op string, err error) error {
+	if err == nil {
+		return nil
+	}
 	if s, ok := status.FromError(err); ok {
 		return s.Err()
 	}
@@ -126,41 +111,29 @@ func (j *FileJournal) Reserve(ctx context.Context, r Reservation) (Record, error
 		return rec, err
 	}
 	var out Record
-	var outErr error
-	err := j.gc.do(func(tx *bolt.Tx) error {
-		out, outErr = Record{}, nil
+	err := j.db.Update(func(tx *kvlog.Tx) error {
 		b := bucketNames[r.Kind]
-		names, ids := tx.Bucket(b[0]), tx.Bucket(b[1])
-		if v := names.Get([]byte(r.Name)); v != nil {
+		if v := tx.Get(b[0], r.Name); v != nil {
 			rec, err := decodeRecord(r.Kind, []byte(r.Name), v)
 			if err != nil {
 				return err
 			}
 			out = rec
 			if !sameFingerprint(rec.Fingerprint, r.Fingerprint) {
-				outErr = mismatch(rec)
+				return mismatch(rec)
 			}
 			return nil
 		}
-		if owner := ids.Get([]byte(r.ID)); owner != nil {
-			outErr = idTaken(r.Kind, r.ID, string(owner), r.Name)
-			return nil
+		if owner := tx.Get(b[1], r.ID); owner != nil {
+			return idTaken(r.Kind, r.ID, string(owner), r.Name)
 		}
-		rec := Record{Kind: r.Kind, Name: r.Name, ID: r.ID, Fingerprint: r.Fingerprint, Reserved: time.Now()}
-		if err := names.Put([]byte(r.Name), encodeRecord(rec)); err != nil {
-			return err
-		}
-		if err := ids.Put([]byte(r.ID), []byte(r.Name)); err != nil {
-			return err
-		}
-		out = rec
+		out = Record{Kind: r.Kind, Name: r.Name, ID: r.ID, Fingerprint: r.Fingerprint, Reserved: time.Now()}
+		tx.Put(b[0], r.Name, encodeRecord(out))
+		tx.Put(b[1], r.ID, []byte(r.Name))
 		return nil
 	})
 	if err != nil {
 		return Record{}, storageErr("reserve", err)
-	}
-	if outErr != nil {
-		return Record{}, outErr
 	}
 	return out, nil
 }
@@ -173,41 +146,30 @@ func (j *FileJournal) Commit(ctx context.Context, kind Kind, name, id string, re
 	if err := checkArgs(ctx, kind, id); err != nil {
 		return err
 	}
-	var outErr error
-	err := j.gc.do(func(tx *bolt.Tx) error {
-		outErr = nil
+	err := j.db.Update(func(tx *kvlog.Tx) error {
 		b := bucketNames[kind]
-		names, ids := tx.Bucket(b[0]), tx.Bucket(b[1])
-		v := names.Get([]byte(name))
+		v := tx.Get(b[0], name)
 		if v == nil {
-			outErr = noReservation(kind, name)
-			return nil
+			return noReservation(kind, name)
 		}
 		rec, err := decodeRecord(kind, []byte(name), v)
 		if err != nil {
 			return err
 		}
 		if id != rec.ID {
-			if owner := ids.Get([]byte(id)); owner != nil && string(owner) != name {
-				outErr = idTaken(kind, id, string(owner), name)
-				return nil
+			if owner := tx.Get(b[1], id); owner != nil && string(owner) != name {
+				return idTaken(kind, id, string(owner), name)
 			}
-			if err := ids.Delete([]byte(rec.ID)); err != nil {
-				return err
-			}
-			if err := ids.Put([]byte(id), []byte(name)); err != nil {
-				return err
-			}
+			tx.Delete(b[1], rec.ID)
+			tx.Put(b[1], id, []byte(name))
 			rec.ID = id
 		}
 		rec.Committed = true
 		rec.Response = response
-		return names.Put([]byte(name), encodeRecord(rec))
+		tx.Put(b[0], name, encodeRecord(rec))
+		return nil
 	})
-	if err != nil {
-		return storageErr("commit", err)
-	}
-	return outErr
+	return storageErr("commit", err)
 }
 
 // LookupName implements Journal.
@@ -215,8 +177,8 @@ func (j *FileJournal) LookupName(ctx context.Context, kind Kind, name string) (r
 	if err := checkArgs(ctx, kind, name); err != nil {
 		return Record{}, false, err
 	}
-	err = j.db.View(func(tx *bolt.Tx) error {
-		v := tx.Bucket(bucketNames[kind][0]).Get([]byte(name))
+	err = j.db.View(func(r kvlog.Reader) error {
+		v := r.Get(bucketNames[kind][0], name)
 		if v == nil {
 			return nil
 		}
@@ -235,13 +197,13 @@ func (j *FileJournal) LookupID(ctx context.Context, kind Kind, id string) (rec R
 	if err := checkArgs(ctx, kind, id); err != nil {
 		return Record{}, false, err
 	}
-	err = j.db.View(func(tx *bolt.Tx) error {
+	err = j.db.View(func(r kvlog.Reader) error {
 		b := bucketNames[kind]
-		name := tx.Bucket(b[1]).Get([]byte(id))
+		name := r.Get(b[1], id)
 		if name == nil {
 			return nil
 		}
-		v := tx.Bucket(b[0]).Get(name)
+		v := r.Get(b[0], string(name))
 		if v == nil {
 			return fmt.Errorf("%s ID %q names %q which has no record", kind, id, name)
 		}
@@ -260,21 +222,15 @@ func (j *FileJournal) Release(ctx context.Context, kind Kind, id string) error {
 	if _, ok, err := j.LookupID(ctx, kind, id); err != nil || !ok {
 		return err // nothing to write
 	}
-	err := j.gc.do(func(tx *bolt.Tx) error {
+	err := j.db.Update(func(tx *kvlog.Tx) error {
 		b := bucketNames[kind]
-		names, ids := tx.Bucket(b[0]), tx.Bucket(b[1])
-		name := ids.Get([]byte(id))
+		name := tx.Get(b[1], id)
 		if name == nil {
 			return nil
 		}
-		name = append([]byte(nil), name...) // Delete invalidates it
-		if err := ids.Delete([]byte(id)); err != nil {
-			return err
-		}
-		return names.Delete(name)
+		tx.Delete(b[0], string(name))
+		tx.Delete(b[1], id)
+		return nil
 	})
-	if err != nil {
-		return storageErr("release", err)
-	}
-	return nil
+	return storageErr("release", err)
 }

@@ -60,7 +60,7 @@ func decodeRecord(kind Kind, name, v []byte) (Record, error) {
 		if n <= 0 || uint64(len(v)-n) < l {
 			return bad(errShortRecord)
 		}
-		// Copy: bbolt's memory is valid only inside the transaction.
+		// Copy: the store's memory is valid only during the read.
 		fields[i] = append([]byte(nil), v[n:n+int(l)]...)
 		v = v[n+int(l):]
 	}
