@@ -52,7 +52,8 @@
 // FileJournal (a checksummed append-only log with group commit: one
 // flush per batch of concurrent changes, crash-safe, for single-node
 // drivers; its KV spaces let such a driver keep its own metadata in the
-// same file, sharing the group commit).
+// same file, sharing the group commit, and KV.DeferPut folds a create or
+// delete call's metadata write into the journal's own commit or release).
 // Distributed drivers implement Journal on their backend (for example Ceph
 // omap).
 //

@@ -121,3 +121,49 @@ func ExampleOptions_fingerprint() {
 	// same fingerprint: true
 	// <nil>
 }
+
+// A single-node driver keeps its volume metadata in a KV space of the
+// journal file. DeferPut in CreateVolume lands in the same transaction as
+// the journal's commit of the call: one flush, and after a crash either
+// both the metadata and the commit exist or neither does.
+func ExampleKV_DeferPut() {
+	dir, err := os.MkdirTemp("", "csikit-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	j, err := idempotency.OpenFileJournal(filepath.Join(dir, "journal.db"), idempotency.FileJournalOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer j.Close()
+	volumes, err := j.KV("volumes")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ic, err := idempotency.New(idempotency.Options{Journal: j})
+	if err != nil {
+		log.Fatal(err)
+	}
+	createVolume := func(ctx context.Context, req any) (any, error) {
+		id, _ := idempotency.ReservedID(ctx)
+		// backend.CreateIfMissing(id) ...
+		if err := volumes.DeferPut(ctx, id, []byte(`{"size":1073741824}`)); err != nil {
+			return nil, err
+		}
+		return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: id, CapacityBytes: 1 << 30}}, nil
+	}
+	// The gRPC server runs the interceptor; called directly here.
+	_, err = ic.UnaryServerInterceptor()(context.Background(), &csi.CreateVolumeRequest{Name: "pvc-1"},
+		&grpc.UnaryServerInfo{FullMethod: csi.Controller_CreateVolume_FullMethodName}, createVolume)
+	if err != nil {
+		log.Fatal(err)
+	}
+	meta := map[string]string{}
+	volumes.ForEach(func(id string, v []byte) error { meta[id] = string(v); return nil })
+	for id, m := range meta {
+		rec, _, _ := j.LookupID(context.Background(), idempotency.KindVolume, id)
+		fmt.Println(rec.Name, rec.Committed, m)
+	}
+	// Output: pvc-1 true {"size":1073741824}
+}

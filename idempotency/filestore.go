@@ -146,6 +146,9 @@ func (j *FileJournal) Commit(ctx context.Context, kind Kind, name, id string, re
 	if err := checkArgs(ctx, kind, id); err != nil {
 		return err
 	}
+	// The driver's deferred KV writes join the commit (see KV.DeferPut).
+	cw := callWritesFrom(ctx)
+	ops := cw.take(j)
 	err := j.db.Update(func(tx *kvlog.Tx) error {
 		b := bucketNames[kind]
 		v := tx.Get(b[0], name)
@@ -167,8 +170,12 @@ func (j *FileJournal) Commit(ctx context.Context, kind Kind, name, id string, re
 		rec.Committed = true
 		rec.Response = response
 		tx.Put(b[0], name, encodeRecord(rec))
+		applyOps(tx, ops)
 		return nil
 	})
+	if err != nil {
+		cw.putBack(ops) // the interceptor's final flush retries them alone
+	}
 	return storageErr("commit", err)
 }
 
@@ -222,15 +229,19 @@ func (j *FileJournal) Release(ctx context.Context, kind Kind, id string) error {
 	if _, ok, err := j.LookupID(ctx, kind, id); err != nil || !ok {
 		return err // nothing to write
 	}
+	cw := callWritesFrom(ctx)
+	ops := cw.take(j)
 	err := j.db.Update(func(tx *kvlog.Tx) error {
 		b := bucketNames[kind]
-		name := tx.Get(b[1], id)
-		if name == nil {
-			return nil
+		if name := tx.Get(b[1], id); name != nil {
+			tx.Delete(b[0], string(name))
+			tx.Delete(b[1], id)
 		}
-		tx.Delete(b[0], string(name))
-		tx.Delete(b[1], id)
+		applyOps(tx, ops)
 		return nil
 	})
+	if err != nil {
+		cw.putBack(ops)
+	}
 	return storageErr("release", err)
 }

@@ -83,19 +83,47 @@ func (i *Interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 	}
 	switch r := req.(type) {
 	case *csi.CreateVolumeRequest:
-		return i.create(ctx, &set, req, handler, volumeFlow, r.GetName())
+		return i.withDeferred(ctx, func(ctx context.Context) (any, error) {
+			return i.create(ctx, &set, req, handler, volumeFlow, r.GetName())
+		})
 	case *csi.CreateSnapshotRequest:
-		return i.create(ctx, &set, req, handler, snapshotFlow, r.GetName())
+		return i.withDeferred(ctx, func(ctx context.Context) (any, error) {
+			return i.create(ctx, &set, req, handler, snapshotFlow, r.GetName())
+		})
 	case *csi.CreateVolumeGroupSnapshotRequest:
-		return i.create(ctx, &set, req, handler, groupFlow, r.GetName())
+		return i.withDeferred(ctx, func(ctx context.Context) (any, error) {
+			return i.create(ctx, &set, req, handler, groupFlow, r.GetName())
+		})
 	case *csi.DeleteVolumeRequest:
-		return i.delete(ctx, &set, req, handler, volumeFlow, r.GetVolumeId())
+		return i.withDeferred(ctx, func(ctx context.Context) (any, error) {
+			return i.delete(ctx, &set, req, handler, volumeFlow, r.GetVolumeId())
+		})
 	case *csi.DeleteSnapshotRequest:
-		return i.delete(ctx, &set, req, handler, snapshotFlow, r.GetSnapshotId())
+		return i.withDeferred(ctx, func(ctx context.Context) (any, error) {
+			return i.delete(ctx, &set, req, handler, snapshotFlow, r.GetSnapshotId())
+		})
 	case *csi.DeleteVolumeGroupSnapshotRequest:
-		return i.delete(ctx, &set, req, handler, groupFlow, r.GetGroupSnapshotId())
+		return i.withDeferred(ctx, func(ctx context.Context) (any, error) {
+			return i.delete(ctx, &set, req, handler, groupFlow, r.GetGroupSnapshotId())
+		})
 	}
 	return handler(ctx, req)
+}
+
+// withDeferred runs a journaled call with a collector for the driver's
+// deferred KV writes (KV.DeferPut), which the journal's Commit or Release
+// takes into its own transaction; whatever is left is made durable before
+// the answer goes out.
+func (i *Interceptor) withDeferred(ctx context.Context, call func(context.Context) (any, error)) (any, error) {
+	ctx, cw := withCallWrites(ctx)
+	resp, err := call(ctx)
+	if ferr := cw.flush(); ferr != nil {
+		i.opts.Logger.WarnContext(ctx, "driver metadata could not be recorded", slog.String("error", ferr.Error()))
+		if err == nil {
+			return nil, status.Errorf(codes.Unavailable, "idempotency: the driver's metadata could not be recorded (%v); retry", ferr)
+		}
+	}
+	return resp, err
 }
 
 // lockSet holds the locks of one call and releases them all at its end.

@@ -1,6 +1,7 @@
 package idempotency
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -35,31 +36,68 @@ func (j *FileJournal) KV(name string) (*KV, error) {
 }
 
 // Put stores value under key durably (flushed, grouped with concurrent
-// writers) before it returns.
+// writers) before it returns. Writes this call deferred to the same file
+// (DeferPut, DeferDelete) are made durable first, in the same transaction,
+// so writes to one key always land in call order.
 func (kv *KV) Put(ctx context.Context, key string, value []byte) error {
-	if err := checkKey(key); err != nil {
-		return err
-	}
-	if len(value) > MaxKVValue {
-		return status.Errorf(codes.InvalidArgument, "idempotency: KV value of %d bytes: at most %d", len(value), MaxKVValue)
-	}
-	if err := ctx.Err(); err != nil {
-		return status.FromContextError(err).Err()
-	}
-	err := kv.j.db.Update(func(tx *kvlog.Tx) error { tx.Put(kv.bucket, key, value); return nil })
-	return storageErr("KV put", err)
+	return kv.write(ctx, deferredOp{j: kv.j, bucket: kv.bucket, key: key, value: value}, false)
 }
 
-// Delete removes key durably; a missing key is not an error.
+// Delete removes key durably; a missing key is not an error. Deferred
+// writes go first, as for Put.
 func (kv *KV) Delete(ctx context.Context, key string) error {
-	if err := checkKey(key); err != nil {
+	return kv.write(ctx, deferredOp{j: kv.j, bucket: kv.bucket, key: key, del: true}, false)
+}
+
+// DeferPut stores value under key as part of the journal write that ends
+// the current call, when ctx is that of a call the Interceptor journals
+// with this file (CreateVolume, CreateSnapshot and
+// CreateVolumeGroupSnapshot commit; the Delete calls release): the driver's
+// metadata and the journal's record land in one atomic transaction, and
+// the call pays one flush instead of two. The write is durable before the
+// call's response is sent — whether the driver succeeded or failed, and
+// also if the journal writes nothing at the end (the write is then made on
+// its own). Until then it is not durable: a driver that must know its
+// metadata is on disk before its next step uses Put. If that final write
+// fails the call fails with Unavailable and the CO retries it. Outside such
+// a call DeferPut is Put.
+//
+// Reads through ForEach see a deferred write only once it is durable; the
+// driver's own in-memory view is the driver's business.
+func (kv *KV) DeferPut(ctx context.Context, key string, value []byte) error {
+	return kv.write(ctx, deferredOp{j: kv.j, bucket: kv.bucket, key: key, value: value}, true)
+}
+
+// DeferDelete removes key as part of the journal write that ends the
+// current call, as DeferPut stores.
+func (kv *KV) DeferDelete(ctx context.Context, key string) error {
+	return kv.write(ctx, deferredOp{j: kv.j, bucket: kv.bucket, key: key, del: true}, true)
+}
+
+func (kv *KV) write(ctx context.Context, op deferredOp, deferred bool) error {
+	if err := checkKey(op.key); err != nil {
 		return err
+	}
+	if len(op.value) > MaxKVValue {
+		return status.Errorf(codes.InvalidArgument, "idempotency: KV value of %d bytes: at most %d", len(op.value), MaxKVValue)
 	}
 	if err := ctx.Err(); err != nil {
 		return status.FromContextError(err).Err()
 	}
-	err := kv.j.db.Update(func(tx *kvlog.Tx) error { tx.Delete(kv.bucket, key); return nil })
-	return storageErr("KV delete", err)
+	cw := callWritesFrom(ctx)
+	if deferred && cw != nil {
+		if !op.del {
+			op.value = bytes.Clone(op.value)
+		}
+		cw.add(op)
+		return nil
+	}
+	ops := append(cw.take(kv.j), op)
+	err := kv.j.db.Update(func(tx *kvlog.Tx) error { applyOps(tx, ops); return nil })
+	if err != nil {
+		cw.putBack(ops[:len(ops)-1])
+	}
+	return storageErr("KV write", err)
 }
 
 // ForEach calls fn for every key in key order, on one consistent view;

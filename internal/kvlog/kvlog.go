@@ -827,6 +827,18 @@ func (db *DB) Verify() error {
 	return nil
 }
 
+// Records returns the sequence number of the last durable record: how
+// many batches were committed since the file was created or last
+// compacted. For tests and metrics.
+func (db *DB) Records() uint64 {
+	db.gmu.Lock()
+	for db.busy {
+		db.idle.Wait()
+	}
+	defer db.gmu.Unlock()
+	return db.seq
+}
+
 // Close waits for the commit in progress, then closes the file. Later calls
 // fail with ErrClosed.
 func (db *DB) Close() error {

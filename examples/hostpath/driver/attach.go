@@ -46,7 +46,7 @@ func (a attacher) ControllerPublishVolume(ctx context.Context, r *csi.Controller
 		return nil, status.Errorf(codes.ResourceExhausted, "node %s already has its maximum of %d volumes attached", r.GetNodeId(), limit)
 	}
 	v.AttachedTo, v.AttachedRO = r.GetNodeId(), ro
-	if err := d.store.putVolume(&v); err != nil {
+	if err := d.store.putVolume(ctx, &v); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	return &csi.ControllerPublishVolumeResponse{}, nil
@@ -75,7 +75,7 @@ func (a attacher) ControllerUnpublishVolume(ctx context.Context, r *csi.Controll
 		return &csi.ControllerUnpublishVolumeResponse{}, nil
 	}
 	v.AttachedTo, v.AttachedRO = "", false
-	if err := d.store.putVolume(&v); err != nil {
+	if err := d.store.putVolume(ctx, &v); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	return &csi.ControllerUnpublishVolumeResponse{}, nil
@@ -100,7 +100,7 @@ func (m modifier) ControllerModifyVolume(ctx context.Context, r *csi.ControllerM
 	for k, val := range r.GetMutableParameters() {
 		v.Params[k] = val
 	}
-	if err := d.store.putVolume(&v); err != nil {
+	if err := d.store.putVolume(ctx, &v); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	return &csi.ControllerModifyVolumeResponse{}, nil

@@ -68,7 +68,7 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 		d.removeData(v)
 		return nil, err
 	}
-	if err := d.store.putVolume(v); err != nil {
+	if err := d.store.putVolume(ctx, v); err != nil {
 		d.removeData(v)
 		return nil, status.Error(codes.Internal, err.Error())
 	}
@@ -200,7 +200,7 @@ func (d *Driver) DeleteVolume(ctx context.Context, r *csi.DeleteVolumeRequest) (
 	if err := d.detachIfAttached(ctx, &v); err != nil {
 		return nil, err
 	}
-	if err := d.store.delVolume(id); err != nil {
+	if err := d.store.delVolume(ctx, id); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	d.removeData(&v)
@@ -346,7 +346,7 @@ func (d *Driver) ControllerExpandVolume(ctx context.Context, r *csi.ControllerEx
 		}
 	}
 	v.Capacity = size
-	if err := d.store.putVolume(&v); err != nil {
+	if err := d.store.putVolume(ctx, &v); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	return &csi.ControllerExpandVolumeResponse{CapacityBytes: size, NodeExpansionRequired: nodeStep}, nil

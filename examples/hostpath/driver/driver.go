@@ -10,7 +10,10 @@
 // lock and creates every object under the ID the journal reserved. Its own
 // metadata lives in KV spaces of that same journal file
 // (idempotency.FileJournal.KV), so every change is durable and concurrent
-// changes — the driver's and the journal's — share fsyncs.
+// changes — the driver's and the journal's — share flushes. Inside the
+// create and delete calls its writes are deferred (KV.DeferPut) into the
+// journal's own commit or release: the metadata and the journal record
+// land in one atomic transaction.
 //
 // Invariants: every path the driver builds comes from an ID that passed
 // validID, so nothing outside the state directory is ever touched; data is

@@ -44,7 +44,7 @@ func (d *Driver) CreateVolumeGroupSnapshot(ctx context.Context, r *csi.CreateVol
 		}
 		g.SnapshotIDs = append(g.SnapshotIDs, sid)
 	}
-	if err := d.store.putGroup(g); err != nil {
+	if err := d.store.putGroup(ctx, g); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	return &csi.CreateVolumeGroupSnapshotResponse{GroupSnapshot: d.csiGroup(g)}, nil
@@ -76,12 +76,12 @@ func (d *Driver) DeleteVolumeGroupSnapshot(ctx context.Context, r *csi.DeleteVol
 		if !ok {
 			continue
 		}
-		if err := d.store.delSnapshot(sid); err != nil {
+		if err := d.store.delSnapshot(ctx, sid); err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
 		}
 		d.removeSnapshotData(&x)
 	}
-	if err := d.store.delGroup(id); err != nil {
+	if err := d.store.delGroup(ctx, id); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	return &csi.DeleteVolumeGroupSnapshotResponse{}, nil

@@ -120,7 +120,7 @@ func (d *Driver) NodePublishVolume(ctx context.Context, r *csi.NodePublishVolume
 	}
 	if !slices.Contains(v.Published, target) {
 		v.Published = append(v.Published, target)
-		if err := d.store.putVolume(&v); err != nil {
+		if err := d.store.putVolume(ctx, &v); err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
 		}
 	}
@@ -179,7 +179,7 @@ func (d *Driver) publishEphemeral(ctx context.Context, r *csi.NodePublishVolumeR
 		if err := d.createData(ctx, v, nil); err != nil {
 			return nil, err
 		}
-		if err := d.store.putVolume(v); err != nil {
+		if err := d.store.putVolume(ctx, v); err != nil {
 			d.removeData(v)
 			return nil, status.Error(codes.Internal, err.Error())
 		}
@@ -208,12 +208,12 @@ func (d *Driver) NodeUnpublishVolume(ctx context.Context, r *csi.NodeUnpublishVo
 	}
 	if i := slices.Index(v.Published, r.GetTargetPath()); i >= 0 && !v.Ephemeral {
 		v.Published = slices.Delete(v.Published, i, i+1)
-		if err := d.store.putVolume(&v); err != nil {
+		if err := d.store.putVolume(ctx, &v); err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
 		}
 	}
 	if v.Ephemeral {
-		if err := d.store.delVolume(v.ID); err != nil {
+		if err := d.store.delVolume(ctx, v.ID); err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
 		}
 		d.removeData(&v)

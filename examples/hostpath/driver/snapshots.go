@@ -52,7 +52,7 @@ func (d *Driver) snapshotVolume(ctx context.Context, id, name, sourceID, groupID
 		d.removeSnapshotData(x)
 		return nil, err
 	}
-	if err := d.store.putSnapshot(x); err != nil {
+	if err := d.store.putSnapshot(ctx, x); err != nil {
 		d.removeSnapshotData(x)
 		return nil, status.Error(codes.Internal, err.Error())
 	}
@@ -94,7 +94,7 @@ func (d *Driver) DeleteSnapshot(ctx context.Context, r *csi.DeleteSnapshotReques
 			return nil, status.Errorf(codes.FailedPrecondition, "snapshot %s belongs to group snapshot %s: delete the group", id, x.GroupID)
 		}
 	}
-	if err := d.store.delSnapshot(id); err != nil {
+	if err := d.store.delSnapshot(ctx, id); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	d.removeSnapshotData(&x)

@@ -118,13 +118,17 @@ func (s *store) ping() error {
 	return nil
 }
 
-// put writes one record durably, then publishes it in memory.
-func put[T any](s *store, kv *idempotency.KV, id string, x *T, mem map[string]*T) error {
+// put writes one record, then publishes it in memory. Inside CreateVolume,
+// CreateSnapshot and CreateVolumeGroupSnapshot the write is deferred
+// (idempotency.KV.DeferPut) into the journal's commit of the call — one
+// atomic transaction, one flush — and is durable before the call answers;
+// elsewhere it is durable when put returns.
+func put[T any](ctx context.Context, s *store, kv *idempotency.KV, id string, x *T, mem map[string]*T) error {
 	raw, err := json.Marshal(x)
 	if err != nil {
 		return err
 	}
-	if err := kv.Put(context.Background(), id, raw); err != nil {
+	if err := kv.DeferPut(ctx, id, raw); err != nil {
 		return fmt.Errorf("hostpath: save %s %s: %w", kv, id, err)
 	}
 	s.mu.Lock()
@@ -133,9 +137,11 @@ func put[T any](s *store, kv *idempotency.KV, id string, x *T, mem map[string]*T
 	return nil
 }
 
-// del removes one record durably.
-func del[T any](s *store, kv *idempotency.KV, id string, mem map[string]*T) error {
-	if err := kv.Delete(context.Background(), id); err != nil {
+// del removes one record, deferred into the journal's release inside the
+// Delete calls (so data removal and the metadata delete reach the disk in
+// that order), durably at once elsewhere.
+func del[T any](ctx context.Context, s *store, kv *idempotency.KV, id string, mem map[string]*T) error {
+	if err := kv.DeferDelete(ctx, id); err != nil {
 		return fmt.Errorf("hostpath: delete %s %s: %w", kv, id, err)
 	}
 	s.mu.Lock()
@@ -144,12 +150,24 @@ func del[T any](s *store, kv *idempotency.KV, id string, mem map[string]*T) erro
 	return nil
 }
 
-func (s *store) putVolume(v *volume) error     { return put(s, s.kvVolumes, v.ID, v, s.volumes) }
-func (s *store) putSnapshot(x *snapshot) error { return put(s, s.kvSnapshots, x.ID, x, s.snapshots) }
-func (s *store) putGroup(g *group) error       { return put(s, s.kvGroups, g.ID, g, s.groups) }
-func (s *store) delVolume(id string) error     { return del(s, s.kvVolumes, id, s.volumes) }
-func (s *store) delSnapshot(id string) error   { return del(s, s.kvSnapshots, id, s.snapshots) }
-func (s *store) delGroup(id string) error      { return del(s, s.kvGroups, id, s.groups) }
+func (s *store) putVolume(ctx context.Context, v *volume) error {
+	return put(ctx, s, s.kvVolumes, v.ID, v, s.volumes)
+}
+func (s *store) putSnapshot(ctx context.Context, x *snapshot) error {
+	return put(ctx, s, s.kvSnapshots, x.ID, x, s.snapshots)
+}
+func (s *store) putGroup(ctx context.Context, g *group) error {
+	return put(ctx, s, s.kvGroups, g.ID, g, s.groups)
+}
+func (s *store) delVolume(ctx context.Context, id string) error {
+	return del(ctx, s, s.kvVolumes, id, s.volumes)
+}
+func (s *store) delSnapshot(ctx context.Context, id string) error {
+	return del(ctx, s, s.kvSnapshots, id, s.snapshots)
+}
+func (s *store) delGroup(ctx context.Context, id string) error {
+	return del(ctx, s, s.kvGroups, id, s.groups)
+}
 
 // volume returns a copy of the volume's metadata.
 func (s *store) volume(id string) (volume, bool) {
