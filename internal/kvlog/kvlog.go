@@ -39,7 +39,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -192,10 +191,13 @@ func lock(f *os.File, timeout time.Duration) error {
 // load reads the file: a new (empty) file gets a header; an existing one is
 // replayed and its torn tail, if any, zeroed.
 func (db *DB) load() error {
-	data, err := io.ReadAll(db.f)
+	// Mapped, not read: most of the file is preallocated zeros, which
+	// would otherwise stay in the heap.
+	data, err := mapFile(db.f)
 	if err != nil {
 		return fmt.Errorf("read: %w", err)
 	}
+	defer unmap(data)
 	if allZero(data) {
 		// New, or created by a process that crashed before its header
 		// reached the disk.
@@ -232,7 +234,7 @@ func (db *DB) load() error {
 	}
 	// Zero what a torn write left behind, so that only zeros follow the log.
 	if tail := data[off:]; !allZero(tail) {
-		if _, err := db.f.WriteAt(make([]byte, db.size-off), off); err != nil {
+		if err := writeZeros(db.f, off, db.size-off); err != nil {
 			return fmt.Errorf("clear torn tail: %w", err)
 		}
 		if err := db.f.Sync(); err != nil {
@@ -311,7 +313,7 @@ func (db *DB) grow(f *os.File, need int64) error {
 		return nil
 	}
 	add := (db.end + need - db.size + db.opts.Grow - 1) / db.opts.Grow * db.opts.Grow
-	if _, err := f.WriteAt(make([]byte, add), db.size); err != nil {
+	if err := writeZeros(f, db.size, add); err != nil {
 		return fmt.Errorf("grow: %w", err)
 	}
 	if err := f.Sync(); err != nil {
@@ -319,6 +321,40 @@ func (db *DB) grow(f *os.File, need int64) error {
 	}
 	db.size += add
 	return nil
+}
+
+// writeZeros writes n zero bytes at off, 64 KiB at a time.
+func writeZeros(f *os.File, off, n int64) error {
+	zeros := make([]byte, min(n, 64<<10))
+	for n > 0 {
+		k := min(n, int64(len(zeros)))
+		if _, err := f.WriteAt(zeros[:k], off); err != nil {
+			return err
+		}
+		off, n = off+k, n-k
+	}
+	return nil
+}
+
+// mapFile maps f's contents read-only; unmap releases them.
+func mapFile(f *os.File) ([]byte, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if fi.Size() == 0 {
+		return nil, nil
+	}
+	if fi.Size() != int64(int(fi.Size())) {
+		return nil, fmt.Errorf("file of %d bytes is too large to map", fi.Size())
+	}
+	return unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
+}
+
+func unmap(b []byte) {
+	if b != nil {
+		_ = unix.Munmap(b)
+	}
 }
 
 func syncDir(dir string) error {
@@ -788,10 +824,16 @@ func (db *DB) Verify() error {
 		}
 		db.gmu.Unlock()
 	}()
-	data, err := os.ReadFile(db.path)
+	f, err := os.Open(db.path)
 	if err != nil {
 		return err
 	}
+	defer f.Close()
+	data, err := mapFile(f)
+	if err != nil {
+		return err
+	}
+	defer unmap(data)
 	replay := map[string]map[string][]byte{}
 	off, seq := int64(headerSize), uint64(0)
 	for off < db.end {
