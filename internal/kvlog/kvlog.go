@@ -586,7 +586,7 @@ func (db *DB) commit(batch []*write) {
 	errs := make([]error, len(batch))
 	for i, w := range batch {
 		tx := &Tx{db: db, batch: merged}
-		if errs[i] = w.fn(tx); errs[i] != nil {
+		if errs[i] = run(w.fn, tx); errs[i] != nil {
 			continue
 		}
 		if tx.ownSize > MaxRecord {
@@ -624,6 +624,17 @@ func (db *DB) commit(batch []*write) {
 		}
 		w.done <- result{err: errs[i]}
 	}
+}
+
+// run calls fn, turning a panic into an error: the leader must finish its
+// batch, or every later writer would wait forever.
+func run(fn func(*Tx) error, tx *Tx) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("kvlog: update function panicked: %v", r)
+		}
+	}()
+	return fn(tx)
 }
 
 // append writes merged as the next record and, once it is durable, applies

@@ -411,3 +411,18 @@ func BenchmarkUpdateParallel(b *testing.B) {
 		}
 	})
 }
+
+func TestPanickingUpdateFailsAlone(t *testing.T) {
+	db := open(t, filepath.Join(t.TempDir(), "db"), Options{})
+	err := db.Update(func(tx *Tx) error { tx.Put("a", "k", []byte("x")); panic("driver bug") })
+	if err == nil || !strings.Contains(err.Error(), "panicked") {
+		t.Fatalf("got %v", err)
+	}
+	if get(db, "a", "k") != nil {
+		t.Fatal("a panicking update's write was kept")
+	}
+	put(t, db, "a", "k", "ok") // the store still takes writes
+	if got := string(get(db, "a", "k")); got != "ok" {
+		t.Fatalf("got %q", got)
+	}
+}
