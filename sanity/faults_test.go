@@ -31,6 +31,7 @@ var faults = []struct {
 	{"hang", "Identity/Probe/ready_or_failed_precondition"},
 	{"delete_staged", "block/Concurrency/racing_publish_unpublish_delete"},
 	{"leaked_goroutine", "Hygiene/no_goroutines_leaked"},
+	{"publish_unstaged", "mount/Node/NodePublishVolume/missing_staging_path"},
 }
 
 // selftestSecret is the secret the fault runs send; it must never appear
@@ -52,6 +53,11 @@ func TestFaultHelper(t *testing.T) {
 	cfg := sanity.Config{AccessType: sanity.BothAccess, Secrets: map[string]string{"selftest-key": selftestSecret}}
 	if fault == "hang" {
 		cfg.CallTimeout = time.Second
+	}
+	if _, ok := proxyFaults[fault]; ok {
+		cfg.AccessType, cfg.Areas = sanity.MountAccess, sanity.Controller|sanity.Node
+		sanity.Run(t, proxyTarget(t, fault), cfg)
+		return
 	}
 	log := newSyncLog()
 	cfg.Log = log.Bytes

@@ -116,6 +116,23 @@ func nodePublishCases(t *testing.T, s *suite) {
 		_, err := call(s, s.node.NodePublishVolume, req)
 		wantCode(t, "NodePublishVolume", req, err, rule("NodePublishVolume", "the volume does not exist → NOT_FOUND"), codes.NotFound)
 	})
+	s.run(t, "missing_staging_path", func(t *testing.T) {
+		s.needNode(t, ncStage)
+		s.needCtrl(t, ccCreate)
+		v := s.createVolume(t, s.createReq(s.name("nostg")))
+		_, target := s.caseDir(t)
+		m := &mounted{vol: v, cap: s.volCap(sw), target: target}
+		if s.hasCtrl(csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME) {
+			m.pubCtx = s.controllerPublish(t, v, m.cap, false)
+		}
+		req := s.publishReq(m, false) // no staging_target_path
+		_, err := call(s, s.node.NodePublishVolume, req)
+		if err == nil {
+			s.unpublish(t, m)
+		}
+		wantCode(t, "NodePublishVolume", req, err, rule("NodePublishVolume",
+			"STAGE_UNSTAGE_VOLUME is advertised but no staging_target_path was set → FAILED_PRECONDITION"), codes.FailedPrecondition)
+	})
 	s.run(t, "incompatible_republish", func(t *testing.T) {
 		s.needCtrl(t, ccCreate)
 		m := s.mountVolume(t, s.createVolume(t, s.createReq(s.name("npro"))), false)
