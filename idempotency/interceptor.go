@@ -70,9 +70,13 @@ func (i *Interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 	if info == nil {
 		return handler(ctx, req)
 	}
+	kf := i.keys[info.FullMethod]
+	if kf == nil && (i.opts.Journal == nil || !journaled(req)) {
+		return handler(ctx, req) // nothing to lock or record: no allocation
+	}
 	set := lockSet{t: i.opts.Locks, owner: Owner{Method: info.FullMethod, Since: time.Now()}}
 	defer set.releaseAll() // runs on panics too
-	if kf := i.keys[info.FullMethod]; kf != nil {
+	if kf != nil {
 		if err := set.acquire(kf(ctx, req)...); err != nil {
 			i.opts.Logger.DebugContext(ctx, "lock conflict", slog.String("method", info.FullMethod), slog.String("conflict", err.Error()))
 			return nil, err
@@ -124,6 +128,16 @@ func (i *Interceptor) withDeferred(ctx context.Context, call func(context.Contex
 		}
 	}
 	return resp, err
+}
+
+// journaled reports whether req is one of the calls the journal records.
+func journaled(req any) bool {
+	switch req.(type) {
+	case *csi.CreateVolumeRequest, *csi.CreateSnapshotRequest, *csi.CreateVolumeGroupSnapshotRequest,
+		*csi.DeleteVolumeRequest, *csi.DeleteSnapshotRequest, *csi.DeleteVolumeGroupSnapshotRequest:
+		return true
+	}
+	return false
 }
 
 // lockSet holds the locks of one call and releases them all at its end.

@@ -443,6 +443,17 @@ func BenchmarkInterceptor(b *testing.B) {
 			}
 		}
 	})
+	b.Run("unkeyed", func(b *testing.B) {
+		ic, _ := idempotency.New(idempotency.Options{Journal: idempotency.NewMemoryJournal()})
+		req := &csi.NodeGetVolumeStatsRequest{VolumeId: "vol-0123456789abcdef", VolumePath: "/var/lib/kubelet/pods/x"}
+		h := okHandler(&csi.NodeGetVolumeStatsResponse{})
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := call(ctx, ic, csi.Node_NodeGetVolumeStats_FullMethodName, req, h); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("create-retry", func(b *testing.B) {
 		ic, _ := idempotency.New(idempotency.Options{Journal: idempotency.NewMemoryJournal()})
 		d := newFakeDriver()
