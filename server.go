@@ -142,6 +142,10 @@ func (s *Server) Serves(fullMethod string) bool { return s.served[fullMethod] }
 // services before serving.
 func (s *Server) GRPCServer() *grpc.Server { return s.grpc }
 
+// Locks returns the server's lock table, for a driver that locks more by
+// hand or sweeps its journal (idempotency.Sweep) while serving.
+func (s *Server) Locks() *idempotency.LockTable { return s.idem.Locks() }
+
 // LockStats reports the per-volume locks held now and the age of the
 // oldest, for health checks and metrics.
 func (s *Server) LockStats() (held int, oldest time.Duration) {

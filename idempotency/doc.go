@@ -57,6 +57,9 @@
 // Distributed drivers implement Journal on their backend (for example Ceph
 // omap).
 //
+// Sweep releases the reservations of creates the CO stopped retrying,
+// after the driver's Clean removed what they left behind.
+//
 // # Invariants
 //
 //   - Locks are released on every return path, including panics (which

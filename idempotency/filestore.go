@@ -245,3 +245,31 @@ func (j *FileJournal) Release(ctx context.Context, kind Kind, id string) error {
 	}
 	return storageErr("release", err)
 }
+
+// Uncommitted implements Lister.
+func (j *FileJournal) Uncommitted(ctx context.Context, kind Kind, reservedBefore time.Time) ([]Record, error) {
+	if err := checkArgs(ctx, kind, "-"); err != nil {
+		return nil, err
+	}
+	var out []Record
+	err := j.db.View(func(r kvlog.Reader) error {
+		return r.ForEach(bucketNames[kind][0], func(name string, v []byte) error {
+			if len(v) > 1 && v[1]&1 != 0 {
+				return nil // committed: skip without decoding
+			}
+			rec, err := decodeRecord(kind, []byte(name), v)
+			if err != nil {
+				return err
+			}
+			if !rec.Committed && rec.Reserved.Before(reservedBefore) {
+				out = append(out, rec)
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, storageErr("list", err)
+	}
+	sortOldestFirst(out)
+	return out, nil
+}

@@ -3,6 +3,7 @@ package idempotency
 import (
 	"bytes"
 	"context"
+	"slices"
 	"sync"
 	"time"
 )
@@ -123,4 +124,25 @@ func (j *MemoryJournal) Release(ctx context.Context, kind Kind, id string) error
 		delete(j.names[kind], name)
 	}
 	return nil
+}
+
+// Uncommitted implements Lister.
+func (j *MemoryJournal) Uncommitted(ctx context.Context, kind Kind, reservedBefore time.Time) ([]Record, error) {
+	if err := checkArgs(ctx, kind, "-"); err != nil {
+		return nil, err
+	}
+	j.mu.Lock()
+	var out []Record
+	for _, rec := range j.names[kind] {
+		if !rec.Committed && rec.Reserved.Before(reservedBefore) {
+			out = append(out, copyRecord(rec))
+		}
+	}
+	j.mu.Unlock()
+	sortOldestFirst(out)
+	return out, nil
+}
+
+func sortOldestFirst(recs []Record) {
+	slices.SortFunc(recs, func(a, b Record) int { return a.Reserved.Compare(b.Reserved) })
 }

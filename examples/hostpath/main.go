@@ -26,6 +26,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -36,6 +37,22 @@ import (
 	"github.com/csikit/csikit/k8s/registration"
 	"github.com/csikit/csikit/metrics"
 )
+
+// sweep releases, at start and then hourly, the journal reservations of
+// creates that failed a day or more ago and were never retried to success
+// (their PVC was deleted meanwhile), removing what they left on disk.
+func sweep(ctx context.Context, d *driver.Driver, srv *csikit.Server, logger *slog.Logger) {
+	for {
+		if _, err := d.SweepAbandoned(ctx, srv.Locks(), 24*time.Hour); err != nil && ctx.Err() == nil {
+			logger.Warn("sweeping abandoned reservations", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Hour):
+		}
+	}
+}
 
 // config is everything the flags set.
 type config struct {
@@ -128,6 +145,8 @@ func run(args []string) error {
 			}
 		}()
 	}
+	swept := make(chan struct{})
+	go func() { sweep(ctx, d, srv, logger); close(swept) }()
 	errc := make(chan error, 1)
 	if reg != nil {
 		go func() {
@@ -138,6 +157,7 @@ func run(args []string) error {
 	}
 	err = srv.ListenAndServe(ctx, cfg.endpoint)
 	stop()
+	<-swept // before d.Close
 	if reg != nil {
 		if merr := <-errc; merr != nil && !errors.Is(merr, context.Canceled) {
 			err = errors.Join(err, merr)

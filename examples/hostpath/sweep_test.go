@@ -1,0 +1,135 @@
+//go:build linux
+
+package main_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/csikit/csikit"
+	"github.com/csikit/csikit/examples/hostpath/driver"
+	"github.com/csikit/csikit/idempotency"
+)
+
+// TestSweepAbandoned: creates that failed and were never retried leave a
+// reservation and possibly data; the sweep removes both, except what is
+// young, committed, or still mounted.
+func TestSweepAbandoned(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the driver mounts")
+	}
+	dir, err := os.MkdirTemp("", "hpsw") // short: socket paths are limited
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	state := filepath.Join(dir, "state")
+	ctx, cancel := context.WithCancel(context.Background())
+	d, err := driver.New(ctx, driver.Options{StateDir: state, NodeID: "sweep"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := csikit.NewServer(d.Service(), csikit.Options{
+		Name: "hostpath.csikit.dev", Version: "test", NodeID: "sweep",
+		VolumeModes: csikit.Mount | csikit.Block, AccessModes: driver.AccessModes(), Alpha: true, Journal: d.Journal(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "csi.sock")
+	done := make(chan error, 1)
+	go func() { done <- srv.ListenAndServe(ctx, "unix://"+sock) }()
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(); cancel(); <-done; d.Close() })
+	ctl := csi.NewControllerClient(conn)
+	create := func(name string) string {
+		t.Helper()
+		var resp *csi.CreateVolumeResponse
+		var err error
+		for i := 0; i < 100; i++ { // the server may still be starting
+			resp, err = ctl.CreateVolume(context.Background(), &csi.CreateVolumeRequest{Name: name,
+				CapacityRange: &csi.CapacityRange{RequiredBytes: 1 << 20}, VolumeCapabilities: []*csi.VolumeCapability{mountCapability()}})
+			if err == nil {
+				return resp.GetVolume().GetVolumeId()
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("CreateVolume %s: %v", name, err)
+		return ""
+	}
+	kept := create("kept")
+
+	j := d.Journal()
+	reserve := func(kind idempotency.Kind, name, id string, leftovers ...string) {
+		t.Helper()
+		if _, err := j.Reserve(ctx, idempotency.Reservation{Kind: kind, Name: name, ID: id, Fingerprint: []byte("f")}); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range leftovers {
+			p = filepath.Join(state, p)
+			var err error
+			if strings.HasSuffix(p, ".img") {
+				err = os.WriteFile(p, []byte("half-made"), 0o600)
+			} else if err = os.Mkdir(p, 0o750); err == nil {
+				err = os.WriteFile(filepath.Join(p, "data"), []byte("half-copied"), 0o600)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	reserve(idempotency.KindVolume, "abandoned", "vol-ab", "volumes/vol-ab", "images/vol-ab.img")
+	reserve(idempotency.KindVolume, "nothing-made", "vol-none")
+	reserve(idempotency.KindSnapshot, "snap", "snap-ab", "snapshots/snap-ab")
+	reserve(idempotency.KindGroupSnapshot, "group", "grp-ab", "snapshots/grp-ab-0.img", "snapshots/grp-ab-1")
+	reserve(idempotency.KindVolume, "mounted", "vol-mnt", "volumes/vol-mnt")
+	mnt := filepath.Join(state, "volumes/vol-mnt")
+	if err := unix.Mount(mnt, mnt, "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	time.Sleep(30 * time.Millisecond)
+	reserve(idempotency.KindVolume, "young", "vol-young", "volumes/vol-young")
+
+	n, err := d.SweepAbandoned(ctx, srv.Locks(), 20*time.Millisecond)
+	if n != 4 {
+		t.Errorf("released %d reservations, want 4 (abandoned, nothing-made, snap, group)", n)
+	}
+	if err == nil || !strings.Contains(err.Error(), "vol-mnt") {
+		t.Errorf("sweep error %v, want one naming the still-mounted vol-mnt", err)
+	}
+	for _, p := range []string{"volumes/vol-ab", "images/vol-ab.img", "snapshots/snap-ab", "snapshots/grp-ab-0.img", "snapshots/grp-ab-1"} {
+		if _, err := os.Lstat(filepath.Join(state, p)); !os.IsNotExist(err) {
+			t.Errorf("%s left behind (%v)", p, err)
+		}
+	}
+	for _, p := range []string{"volumes/vol-young/data", "volumes/vol-mnt/data", "volumes/" + kept} {
+		if _, err := os.Lstat(filepath.Join(state, p)); err != nil {
+			t.Errorf("%s was removed: %v", p, err)
+		}
+	}
+	for name, want := range map[string]bool{"abandoned": false, "nothing-made": false, "young": true, "mounted": true, "kept": true} {
+		if _, ok, _ := j.LookupName(ctx, idempotency.KindVolume, name); ok != want {
+			t.Errorf("reservation %q present %v, want %v", name, ok, want)
+		}
+	}
+	// The CO's late retry gets a fresh volume, not the swept ID.
+	if id := create("abandoned"); id == "vol-ab" {
+		t.Error("a retry after the sweep got the swept ID")
+	}
+	if id := create("kept"); id != kept {
+		t.Errorf("the committed volume's retry got %q, want %q", id, kept)
+	}
+}
