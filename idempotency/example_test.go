@@ -167,3 +167,28 @@ func ExampleKV_DeferPut() {
 	}
 	// Output: pvc-1 true {"size":1073741824}
 }
+
+// Reservations of creates the CO gave up on are released once the
+// driver's Clean removed what they left behind.
+func ExampleSweep() {
+	ctx := context.Background()
+	j := idempotency.NewMemoryJournal()
+	// A CreateVolume that failed with Internal keeps its reservation for
+	// the retry; here nobody retries.
+	j.Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: "pvc-gone", ID: "vol-1", Fingerprint: []byte("fp")})
+	time.Sleep(2 * time.Millisecond)
+
+	n, err := idempotency.Sweep(ctx, idempotency.SweepOptions{
+		Journal:   j,
+		Kind:      idempotency.KindVolume,
+		OlderThan: time.Millisecond, // a driver uses hours
+		Clean: func(ctx context.Context, rec idempotency.Record) error {
+			fmt.Println("removing", rec.ID) // backend.DeleteIfExists(rec.ID)
+			return nil
+		},
+	})
+	fmt.Println(n, err)
+	// Output:
+	// removing vol-1
+	// 1 <nil>
+}
