@@ -32,7 +32,9 @@ type FileJournalOptions struct {
 // The file is preallocated in 4 MiB steps and compacted when it outgrows
 // its live data, so it stays a few times the size of what it holds. Reads
 // never touch the disk. Names and IDs are opaque keys inside the file,
-// never file names. Only one process may have the file open.
+// never file names. Only one process may have the file open. It works on
+// Linux, macOS and the BSDs; elsewhere OpenFileJournal fails (use
+// MemoryJournal, or a Journal on the storage backend).
 type FileJournal struct {
 	db *kvlog.DB
 }

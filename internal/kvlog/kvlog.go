@@ -1,5 +1,3 @@
-//go:build unix
-
 // Package kvlog is a small crash-safe key-value store: an in-memory map of
 // buckets of keys, made durable by an append-only, checksummed log file
 // with group commit. It backs idempotency.FileJournal.
@@ -44,8 +42,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 const (
@@ -111,6 +107,9 @@ type DB struct {
 // Open opens or creates the store at path, replays it, and locks it against
 // other processes until Close.
 func Open(path string, o Options) (*DB, error) {
+	if errUnsupported != nil {
+		return nil, errUnsupported
+	}
 	if o.Mode == 0 {
 		o.Mode = 0o600
 	}
@@ -156,12 +155,12 @@ func openLocked(path string, o Options) (*os.File, error) {
 			f.Close()
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		var held, named unix.Stat_t
-		if err := unix.Fstat(int(f.Fd()), &held); err != nil {
+		held, err := f.Stat()
+		if err != nil {
 			f.Close()
 			return nil, err
 		}
-		if err := unix.Stat(path, &named); err == nil && named.Dev == held.Dev && named.Ino == held.Ino {
+		if named, err := os.Stat(path); err == nil && os.SameFile(held, named) {
 			return f, nil
 		}
 		f.Close()
@@ -174,11 +173,11 @@ func openLocked(path string, o Options) (*os.File, error) {
 func lock(f *os.File, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		err := tryLock(f)
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, unix.EWOULDBLOCK) {
+		if !errors.Is(err, errWouldBlock) {
 			return fmt.Errorf("lock: %w", err)
 		}
 		if time.Now().After(deadline) {
@@ -334,27 +333,6 @@ func writeZeros(f *os.File, off, n int64) error {
 		off, n = off+k, n-k
 	}
 	return nil
-}
-
-// mapFile maps f's contents read-only; unmap releases them.
-func mapFile(f *os.File) ([]byte, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if fi.Size() == 0 {
-		return nil, nil
-	}
-	if fi.Size() != int64(int(fi.Size())) {
-		return nil, fmt.Errorf("file of %d bytes is too large to map", fi.Size())
-	}
-	return unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
-}
-
-func unmap(b []byte) {
-	if b != nil {
-		_ = unix.Munmap(b)
-	}
 }
 
 func syncDir(dir string) error {
@@ -692,7 +670,7 @@ func (db *DB) append(merged map[string]map[string]*[]byte, size int) error {
 	if _, err := db.f.WriteAt(rec, db.end); err != nil {
 		return db.fail(err)
 	}
-	if err := unix.Fdatasync(int(db.f.Fd())); err != nil {
+	if err := datasync(db.f); err != nil {
 		return db.fail(err)
 	}
 	db.seq++
