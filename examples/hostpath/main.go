@@ -38,6 +38,21 @@ import (
 	"github.com/csikit/csikit/metrics"
 )
 
+// serverOptions are the csikit options the flags select (without the
+// driver's journal and the metrics registry).
+func serverOptions(cfg *config, logger *slog.Logger) csikit.Options {
+	return csikit.Options{
+		Name: cfg.driverName, Version: version(), NodeID: cfg.nodeID,
+		MaxVolumesPerNode: cfg.maxVolumes,
+		Topology:          map[string]string{driver.TopologyKey: cfg.nodeID},
+		VolumeModes:       csikit.Mount | csikit.Block,
+		AccessModes:       driver.AccessModes(),
+		Clone:             true, SingleNodeMultiWriter: true,
+		Alpha:  true, // GET_VOLUME, GET_SNAPSHOT and the health RPCs are alpha in CSI v1.14
+		Logger: logger,
+	}
+}
+
 // sweep releases, at start and then hourly, the journal reservations of
 // creates that failed a day or more ago and were never retried to success
 // (their PVC was deleted meanwhile), removing what they left on disk.
@@ -85,11 +100,29 @@ func run(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	d, err := driver.New(ctx, driver.Options{
+	dopts := driver.Options{
 		StateDir: cfg.stateDir, NodeID: cfg.nodeID, Capacity: cfg.capacity,
 		MaxVolumesPerNode: cfg.maxVolumes, EnableAttach: cfg.enableAttach, EnableModify: cfg.enableModify,
 		MutableParameters: splitList(cfg.mutable), Logger: logger,
-	})
+	}
+	if cfg.printCSIDriver {
+		// Capabilities depend on the flags only: touch no state.
+		srv, err := csikit.NewServer(driver.Unopened(dopts).Service(), serverOptions(cfg, logger))
+		if err != nil {
+			return err
+		}
+		obj, err := srv.CSIDriver(csidriver.Options{LifecycleModes: []csidriver.LifecycleMode{csidriver.Persistent, csidriver.Ephemeral}})
+		if err != nil {
+			return err
+		}
+		y, err := obj.YAML()
+		if err != nil {
+			return err
+		}
+		_, err = os.Stdout.Write(y)
+		return err
+	}
+	d, err := driver.New(ctx, dopts)
 	if err != nil {
 		return err
 	}
@@ -100,34 +133,13 @@ func run(args []string) error {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	opts := csikit.Options{
-		Name: cfg.driverName, Version: version(), NodeID: cfg.nodeID,
-		MaxVolumesPerNode: cfg.maxVolumes,
-		Topology:          map[string]string{driver.TopologyKey: cfg.nodeID},
-		VolumeModes:       csikit.Mount | csikit.Block,
-		AccessModes:       driver.AccessModes(),
-		Clone:             true, SingleNodeMultiWriter: true,
-		Alpha:   true, // GET_VOLUME, GET_SNAPSHOT and the health RPCs are alpha in CSI v1.14
-		Logger:  logger,
-		Journal: d.Journal(),
-	}
+	opts := serverOptions(cfg, logger)
+	opts.Journal = d.Journal()
 	if reg != nil {
 		opts.Registry = reg
 	}
 	srv, err := csikit.NewServer(d.Service(), opts)
 	if err != nil {
-		return err
-	}
-	if cfg.printCSIDriver {
-		obj, err := srv.CSIDriver(csidriver.Options{LifecycleModes: []csidriver.LifecycleMode{csidriver.Persistent, csidriver.Ephemeral}})
-		if err != nil {
-			return err
-		}
-		y, err := obj.YAML()
-		if err != nil {
-			return err
-		}
-		_, err = os.Stdout.Write(y)
 		return err
 	}
 

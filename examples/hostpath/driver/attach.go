@@ -120,6 +120,10 @@ func (d *Driver) checkMutable(params map[string]string) error {
 	return nil
 }
 
+// Unopened returns a driver that opened no state, only for deriving what
+// Service serves (csikit.Server.CSIDriver): calling its RPCs panics.
+func Unopened(opts Options) *Driver { return &Driver{opts: opts} }
+
 // Service returns the value to hand to csikit.NewServer: the driver plus
 // attach and modify methods when the options enable them.
 func (d *Driver) Service() any {
