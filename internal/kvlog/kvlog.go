@@ -60,6 +60,9 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
+// boltMagic is where a bbolt file's first meta page has it (offset 16).
+const boltMagic = 0xED0CDAED
+
 // ErrClosed is returned by calls on a closed DB.
 var ErrClosed = errors.New("kvlog: closed")
 
@@ -201,6 +204,10 @@ func (db *DB) load() error {
 		// New, or created by a process that crashed before its header
 		// reached the disk.
 		return db.initFile(db.f)
+	}
+	if len(data) >= 20 && binary.LittleEndian.Uint32(data[16:20]) == boltMagic {
+		return errors.New("a bbolt file, the journal format of csikit before kvlog: there is no converter; " +
+			"move it aside to start an empty journal (creates in flight then get new IDs)")
 	}
 	if len(data) < headerSize || string(data[:len(magic)-1]) != magic[:len(magic)-1] {
 		return errors.New("not a csikit journal file (bad magic)")

@@ -426,3 +426,15 @@ func TestPanickingUpdateFailsAlone(t *testing.T) {
 		t.Fatalf("got %q", got)
 	}
 }
+
+func TestBoltFileNamed(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "journal.db")
+	page := make([]byte, 4096) // a bbolt meta page: 16-byte header, then the magic
+	page[16], page[17], page[18], page[19] = 0xED, 0xDA, 0x0C, 0xED
+	if err := os.WriteFile(path, page, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(path, Options{}); err == nil || !strings.Contains(err.Error(), "bbolt") {
+		t.Fatalf("got %v, want an error naming the old format", err)
+	}
+}
