@@ -71,7 +71,9 @@ func (i *Interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 		return handler(ctx, req)
 	}
 	kf := i.keys[info.FullMethod]
-	if kf == nil && (i.opts.Journal == nil || !journaled(req)) {
+	f, key, create, journaled := journalFlow(req)
+	journaled = journaled && i.opts.Journal != nil
+	if kf == nil && !journaled {
 		return handler(ctx, req) // nothing to lock or record: no allocation
 	}
 	set := lockSet{t: i.opts.Locks, owner: Owner{Method: info.FullMethod, Since: time.Now()}}
@@ -82,45 +84,20 @@ func (i *Interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 			return nil, err
 		}
 	}
-	if i.opts.Journal == nil {
+	if !journaled {
 		return handler(ctx, req)
 	}
-	switch r := req.(type) {
-	case *csi.CreateVolumeRequest:
-		return i.withDeferred(ctx, func(ctx context.Context) (any, error) {
-			return i.create(ctx, &set, req, handler, volumeFlow, r.GetName())
-		})
-	case *csi.CreateSnapshotRequest:
-		return i.withDeferred(ctx, func(ctx context.Context) (any, error) {
-			return i.create(ctx, &set, req, handler, snapshotFlow, r.GetName())
-		})
-	case *csi.CreateVolumeGroupSnapshotRequest:
-		return i.withDeferred(ctx, func(ctx context.Context) (any, error) {
-			return i.create(ctx, &set, req, handler, groupFlow, r.GetName())
-		})
-	case *csi.DeleteVolumeRequest:
-		return i.withDeferred(ctx, func(ctx context.Context) (any, error) {
-			return i.delete(ctx, &set, req, handler, volumeFlow, r.GetVolumeId())
-		})
-	case *csi.DeleteSnapshotRequest:
-		return i.withDeferred(ctx, func(ctx context.Context) (any, error) {
-			return i.delete(ctx, &set, req, handler, snapshotFlow, r.GetSnapshotId())
-		})
-	case *csi.DeleteVolumeGroupSnapshotRequest:
-		return i.withDeferred(ctx, func(ctx context.Context) (any, error) {
-			return i.delete(ctx, &set, req, handler, groupFlow, r.GetGroupSnapshotId())
-		})
-	}
-	return handler(ctx, req)
-}
-
-// withDeferred runs a journaled call with a collector for the driver's
-// deferred KV writes (KV.DeferPut), which the journal's Commit or Release
-// takes into its own transaction; whatever is left is made durable before
-// the answer goes out.
-func (i *Interceptor) withDeferred(ctx context.Context, call func(context.Context) (any, error)) (any, error) {
+	// The driver's deferred KV writes (KV.DeferPut) are collected here;
+	// the journal's Commit or Release takes them into its own transaction,
+	// and whatever is left is made durable before the answer goes out.
 	ctx, cw := withCallWrites(ctx)
-	resp, err := call(ctx)
+	var resp any
+	var err error
+	if create {
+		resp, err = i.create(ctx, &set, req, handler, f, key)
+	} else {
+		resp, err = i.delete(ctx, &set, req, handler, f, key)
+	}
 	if ferr := cw.flush(); ferr != nil {
 		i.opts.Logger.WarnContext(ctx, "driver metadata could not be recorded", slog.String("error", ferr.Error()))
 		if err == nil {
@@ -130,14 +107,24 @@ func (i *Interceptor) withDeferred(ctx context.Context, call func(context.Contex
 	return resp, err
 }
 
-// journaled reports whether req is one of the calls the journal records.
-func journaled(req any) bool {
-	switch req.(type) {
-	case *csi.CreateVolumeRequest, *csi.CreateSnapshotRequest, *csi.CreateVolumeGroupSnapshotRequest,
-		*csi.DeleteVolumeRequest, *csi.DeleteSnapshotRequest, *csi.DeleteVolumeGroupSnapshotRequest:
-		return true
+// journalFlow returns the flow of a call the journal records, the name (for
+// creates) or ID (for deletes) it records under, and whether it creates.
+func journalFlow(req any) (f flow, key string, create, ok bool) {
+	switch r := req.(type) {
+	case *csi.CreateVolumeRequest:
+		return volumeFlow, r.GetName(), true, true
+	case *csi.CreateSnapshotRequest:
+		return snapshotFlow, r.GetName(), true, true
+	case *csi.CreateVolumeGroupSnapshotRequest:
+		return groupFlow, r.GetName(), true, true
+	case *csi.DeleteVolumeRequest:
+		return volumeFlow, r.GetVolumeId(), false, true
+	case *csi.DeleteSnapshotRequest:
+		return snapshotFlow, r.GetSnapshotId(), false, true
+	case *csi.DeleteVolumeGroupSnapshotRequest:
+		return groupFlow, r.GetGroupSnapshotId(), false, true
 	}
-	return false
+	return flow{}, "", false, false
 }
 
 // lockSet holds the locks of one call and releases them all at its end.
