@@ -351,6 +351,21 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
+// appendOp encodes one op (see the package comment); v is ignored for a
+// delete.
+func appendOp(payload []byte, op byte, b, k string, v []byte) []byte {
+	payload = append(payload, op)
+	payload = binary.AppendUvarint(payload, uint64(len(b)))
+	payload = append(payload, b...)
+	payload = binary.AppendUvarint(payload, uint64(len(k)))
+	payload = append(payload, k...)
+	if op == opPut {
+		payload = binary.AppendUvarint(payload, uint64(len(v)))
+		payload = append(payload, v...)
+	}
+	return payload
+}
+
 // apply replays one payload into state.
 func (db *DB) apply(payload []byte, state map[string]map[string][]byte) error {
 	for len(payload) > 0 {
@@ -538,18 +553,21 @@ func (db *DB) Update(fn func(*Tx) error) error {
 	db.gmu.Unlock()
 
 	db.commit(batch)
-
-	db.gmu.Lock()
-	if len(db.queue) > 0 {
-		next := db.queue[0]
-		db.gmu.Unlock()
-		next.done <- result{lead: true}
-	} else {
-		db.busy = false
-		db.idle.Broadcast()
-		db.gmu.Unlock()
-	}
+	db.handOver()
 	return (<-w.done).err
+}
+
+// handOver ends the caller's leadership: the first queued writer becomes
+// the leader, or, with none queued, the store goes idle.
+func (db *DB) handOver() {
+	db.gmu.Lock()
+	defer db.gmu.Unlock()
+	if len(db.queue) > 0 {
+		db.queue[0].done <- result{lead: true} // buffered: never blocks
+		return
+	}
+	db.busy = false
+	db.idle.Broadcast()
 }
 
 func (db *DB) unusable() error {
@@ -644,18 +662,10 @@ func (db *DB) append(merged map[string]map[string]*[]byte, size int) error {
 				delta -= opSize(b, k, old)
 			}
 			if v == nil {
-				payload = append(payload, opDelete)
+				payload = appendOp(payload, opDelete, b, k, nil)
 			} else {
-				payload = append(payload, opPut)
+				payload = appendOp(payload, opPut, b, k, *v)
 				delta += opSize(b, k, *v)
-			}
-			payload = binary.AppendUvarint(payload, uint64(len(b)))
-			payload = append(payload, b...)
-			payload = binary.AppendUvarint(payload, uint64(len(k)))
-			payload = append(payload, k...)
-			if v != nil {
-				payload = binary.AppendUvarint(payload, uint64(len(*v)))
-				payload = append(payload, *v...)
 			}
 		}
 	}
@@ -756,13 +766,7 @@ func (db *DB) compact() error {
 	}
 	var payload []byte
 	if err := (Reader{db}).forEachBucket(func(b, k string, v []byte) {
-		payload = append(payload, opPut)
-		payload = binary.AppendUvarint(payload, uint64(len(b)))
-		payload = append(payload, b...)
-		payload = binary.AppendUvarint(payload, uint64(len(k)))
-		payload = append(payload, k...)
-		payload = binary.AppendUvarint(payload, uint64(len(v)))
-		payload = append(payload, v...)
+		payload = appendOp(payload, opPut, b, k, v)
 	}); err != nil {
 		return restore(err)
 	}
@@ -809,17 +813,7 @@ func (db *DB) Verify() error {
 	}
 	db.busy = true
 	db.gmu.Unlock()
-	defer func() {
-		db.gmu.Lock()
-		if len(db.queue) > 0 {
-			// Writers queued meanwhile wait for a leader: hand over.
-			db.queue[0].done <- result{lead: true}
-		} else {
-			db.busy = false
-			db.idle.Broadcast()
-		}
-		db.gmu.Unlock()
-	}()
+	defer db.handOver() // writers queued meanwhile wait for a leader
 	f, err := os.Open(db.path)
 	if err != nil {
 		return err
