@@ -1,0 +1,104 @@
+// Package testenv decides what a test does when the machine lacks something
+// it needs: root, a command, a device, a kernel feature.
+//
+// Outside CI such a test skips and says why. Under CSIKIT_STRICT_TESTS=1 —
+// which .ci/run sets, because CI runs as root with every tool installed — the
+// same test fails instead, so a real test can never go green by skipping.
+// The one exception is SkipWithoutCapability: a capability this process
+// provably lacks (its bit is clear in CapEff of /proc/self/status) is not
+// something CI can install, so that skip stays a skip.
+package testenv
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// StrictEnv is the environment variable that turns skips into failures.
+const StrictEnv = "CSIKIT_STRICT_TESTS"
+
+// Strict reports whether skips for a missing prerequisite must fail.
+func Strict() bool {
+	v := os.Getenv(StrictEnv)
+	return v != "" && v != "0" && v != "false"
+}
+
+// Skip skips the test with the reason, or fails it under Strict.
+func Skip(tb testing.TB, reason string) {
+	tb.Helper()
+	if Strict() {
+		tb.Fatalf("%s=1 forbids this skip: %s", StrictEnv, reason)
+	}
+	tb.Skip(reason)
+}
+
+// Skipf is Skip with a format.
+func Skipf(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	Skip(tb, fmt.Sprintf(format, args...))
+}
+
+// RequireRoot skips (or fails under Strict) unless the process runs as root.
+// why says what the test does that needs root.
+func RequireRoot(tb testing.TB, why string) {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		Skipf(tb, "needs root: %s", why)
+	}
+}
+
+// RequireCommand skips (or fails under Strict) unless name is on PATH.
+// pkg is the Debian package that provides it.
+func RequireCommand(tb testing.TB, name, pkg string) {
+	tb.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		Skipf(tb, "needs %s (Debian package %s): %v", name, pkg, err)
+	}
+}
+
+// Capability numbers from linux/capability.h for SkipWithoutCapability.
+const (
+	CapSysAdmin    = 21
+	CapSysResource = 24
+)
+
+// HasCapability reports whether the capability bit is set in this
+// process's effective set. ok is false when that cannot be read.
+func HasCapability(capNum int) (has, ok bool) {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return false, false
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		line := s.Text()
+		if !strings.HasPrefix(line, "CapEff:") {
+			continue
+		}
+		v, err := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(line, "CapEff:")), 16, 64)
+		if err != nil {
+			return false, false
+		}
+		return v&(1<<uint(capNum)) != 0, true
+	}
+	return false, false
+}
+
+// SkipWithoutCapability skips when the process provably lacks the capability
+// (even under Strict: CI cannot grant it), with reason in the message.
+// When the capability is held, or CapEff cannot be read, it returns and the
+// test goes on; a test that then meets the kernel's refusal anyway must call
+// Skip, which fails under Strict.
+func SkipWithoutCapability(tb testing.TB, capNum int, name, reason string) {
+	tb.Helper()
+	has, ok := HasCapability(capNum)
+	if ok && !has {
+		tb.Skipf("needs %s, which this process lacks (CapEff): %s", name, reason)
+	}
+}
