@@ -5,6 +5,7 @@ package block_test
 import (
 	"context"
 	"errors"
+	"github.com/csikit/csikit/internal/testenv"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,10 +19,10 @@ import (
 func requireRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: mounts and loop devices")
+		testenv.Skip(t, "needs root: mounts and loop devices")
 	}
 	if _, err := os.Stat("/dev/loop-control"); err != nil {
-		t.Skipf("needs loop devices: %v", err)
+		testenv.Skipf(t, "needs loop devices: %v", err)
 	}
 }
 
@@ -75,7 +76,7 @@ func isMounted(t testing.TB, path string) bool {
 		t.Fatalf("statx %s: %v", path, err)
 	}
 	if stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT == 0 {
-		t.Skip("needs statx STATX_ATTR_MOUNT_ROOT (Linux 5.8+) to verify mounts")
+		testenv.Skip(t, "needs statx STATX_ATTR_MOUNT_ROOT (Linux 5.8+) to verify mounts")
 	}
 	return stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0
 }

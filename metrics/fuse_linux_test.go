@@ -5,6 +5,7 @@ package metrics_test
 import (
 	"context"
 	"fmt"
+	"github.com/csikit/csikit/internal/testenv"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -29,7 +30,7 @@ func hungFUSE(t *testing.T) (dir string, kill func()) {
 	needRoot(t)
 	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
-		t.Skipf("needs /dev/fuse: %v", err)
+		testenv.Skipf(t, "needs /dev/fuse: %v", err)
 	}
 	dir = filepath.Join(t.TempDir(), "fuse")
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -38,7 +39,7 @@ func hungFUSE(t *testing.T) (dir string, kill func()) {
 	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=0,group_id=0", fd)
 	if err := unix.Mount("csikit-test", dir, "fuse.csikit-test", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		unix.Close(fd)
-		t.Skipf("cannot mount FUSE: %v", err)
+		testenv.Skipf(t, "cannot mount FUSE: %v", err)
 	}
 	var once sync.Once
 	kill = func() { once.Do(func() { unix.Close(fd) }) }

@@ -5,6 +5,7 @@ package metrics_test
 import (
 	"context"
 	"errors"
+	"github.com/csikit/csikit/internal/testenv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -72,7 +73,7 @@ func TestPathHealthReadOnly(t *testing.T) {
 		dir, dev := mountFS(t, "ext4", 32<<20, "errors=remount-ro")
 		trigger := filepath.Join("/sys/fs/ext4", filepath.Base(dev), "trigger_fs_error")
 		if _, err := os.Stat(trigger); err != nil {
-			t.Skipf("needs ext4's %s to inject an error: %v", trigger, err)
+			testenv.Skipf(t, "needs ext4's %s to inject an error: %v", trigger, err)
 		}
 		checkHealth(t, dir, metrics.AllChecks, "")
 		if err := os.WriteFile(trigger, []byte("1"), 0o200); err != nil {

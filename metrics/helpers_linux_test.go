@@ -3,6 +3,7 @@
 package metrics_test
 
 import (
+	"github.com/csikit/csikit/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +15,7 @@ import (
 func needRoot(tb testing.TB) {
 	tb.Helper()
 	if os.Geteuid() != 0 {
-		tb.Skip("needs root: attaches loop devices and mounts filesystems")
+		testenv.Skip(tb, "needs root: attaches loop devices and mounts filesystems")
 	}
 }
 
@@ -22,7 +23,7 @@ func needRoot(tb testing.TB) {
 func needTool(tb testing.TB, name, pkg string) {
 	tb.Helper()
 	if _, err := exec.LookPath(name); err != nil {
-		tb.Skipf("needs %s (Debian package %s)", name, pkg)
+		testenv.Skipf(tb, "needs %s (Debian package %s)", name, pkg)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/csikit/csikit/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,14 +24,14 @@ import (
 func requireRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: mounts file systems")
+		testenv.Skip(t, "needs root: mounts file systems")
 	}
 }
 
 func requireTool(t testing.TB, name, pkg string) {
 	t.Helper()
 	if _, err := exec.LookPath(name); err != nil {
-		t.Skipf("needs %s (Debian package %s)", name, pkg)
+		testenv.Skipf(t, "needs %s (Debian package %s)", name, pkg)
 	}
 }
 
@@ -47,7 +48,7 @@ func loopDevice(t testing.TB, size int64) (dev, file string) {
 	t.Helper()
 	requireRoot(t)
 	if _, err := os.Stat("/dev/loop-control"); err != nil {
-		t.Skipf("needs loop devices: %v", err)
+		testenv.Skipf(t, "needs loop devices: %v", err)
 	}
 	file = filepath.Join(t.TempDir(), "disk.img")
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
@@ -131,7 +132,7 @@ func deadFUSE(t testing.TB, dir string) {
 	requireRoot(t)
 	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
-		t.Skipf("needs /dev/fuse: %v", err)
+		testenv.Skipf(t, "needs /dev/fuse: %v", err)
 	}
 	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=0,group_id=0", fd)
 	err = unix.Mount("csikit-test", dir, "fuse.csikit-test", unix.MS_NOSUID|unix.MS_NODEV, opts)

@@ -3,6 +3,7 @@
 package sanity_test
 
 import (
+	"github.com/csikit/csikit/internal/testenv"
 	"log/slog"
 	"os"
 	"testing"
@@ -49,7 +50,7 @@ func refTarget(t *testing.T, fault string, log *syncLog) sanity.Target {
 func needRoot(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: the reference driver bind-mounts volumes")
+		testenv.Skip(t, "needs root: the reference driver bind-mounts volumes")
 	}
 }
 

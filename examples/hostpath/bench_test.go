@@ -5,6 +5,7 @@ package main_test
 import (
 	"context"
 	"fmt"
+	"github.com/csikit/csikit/internal/testenv"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -27,7 +28,7 @@ import (
 func benchDriver(b *testing.B) (*grpc.ClientConn, string) {
 	b.Helper()
 	if os.Geteuid() != 0 {
-		b.Skip("needs root: the driver mounts")
+		testenv.Skip(b, "needs root: the driver mounts")
 	}
 	dir, err := os.MkdirTemp("", "hpb")
 	if err != nil {

@@ -5,6 +5,7 @@ package main_test
 import (
 	"context"
 	"fmt"
+	"github.com/csikit/csikit/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -111,7 +112,7 @@ func createUntilDone(ctx context.Context, c csi.ControllerClient, req *csi.Creat
 // published after it (its loop device is re-attached or reused).
 func TestKillDashNineMidCreate(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: the driver attaches loop devices and mounts filesystems")
+		testenv.Skip(t, "needs root: the driver attaches loop devices and mounts filesystems")
 	}
 	if testing.Short() {
 		t.Skip("builds and restarts the driver binary; skipped with -short")

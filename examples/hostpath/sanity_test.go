@@ -4,6 +4,7 @@ package main_test
 
 import (
 	"context"
+	"github.com/csikit/csikit/internal/testenv"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -62,11 +63,11 @@ func hasCapSysResource(t *testing.T) bool {
 // state directory for the Restart area.
 func TestSanity(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: hostpath mounts filesystems and attaches loop devices")
+		testenv.Skip(t, "needs root: hostpath mounts filesystems and attaches loop devices")
 	}
 	for _, tool := range []string{"mkfs.ext4", "resize2fs"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("needs %s (Debian package e2fsprogs)", tool)
+			testenv.Skipf(t, "needs %s (Debian package e2fsprogs)", tool)
 		}
 	}
 	state := t.TempDir()

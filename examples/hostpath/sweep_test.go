@@ -4,6 +4,7 @@ package main_test
 
 import (
 	"context"
+	"github.com/csikit/csikit/internal/testenv"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,7 +26,7 @@ import (
 // young, committed, or still mounted.
 func TestSweepAbandoned(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root: the driver mounts")
+		testenv.Skip(t, "needs root: the driver mounts")
 	}
 	dir, err := os.MkdirTemp("", "hpsw") // short: socket paths are limited
 	if err != nil {
