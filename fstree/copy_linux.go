@@ -112,13 +112,13 @@ func copyTree(ctx context.Context, src, dst string, opts CopyOptions) (CopyStats
 		}
 	}
 	if cerr != nil {
-		return CopyStats{}, codederr.Errorf(status(err), err, "copy %s to %s failed, and removing the partial copy failed too (%v)", src, dst, cerr)
+		return CopyStats{}, codederr.Errorf(codeOf(err), err, "copy %s to %s failed, and removing the partial copy failed too (%v)", src, dst, cerr)
 	}
 	return CopyStats{}, err
 }
 
-// status returns the gRPC code of a coded error, or Internal.
-func status(err error) codes.Code {
+// codeOf returns the gRPC code of a coded error, or Internal.
+func codeOf(err error) codes.Code {
 	var ce *codederr.Error
 	if errors.As(err, &ce) {
 		return ce.GRPCStatus().Code()

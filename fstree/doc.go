@@ -7,8 +7,8 @@
 // keep changing the tree while a helper runs. So the helpers promise:
 //
 //   - No symlink is ever followed below the root. Every entry is opened
-//     relative to its parent's descriptor with openat2 RESOLVE_NO_SYMLINKS,
-//     RESOLVE_BENEATH and RESOLVE_NO_XDEV (and O_NOFOLLOW), never by a path
+//     relative to its parent's descriptor with openat2 RESOLVE_NO_SYMLINKS
+//     and RESOLVE_NO_XDEV (and O_NOFOLLOW), never by a path
 //     string, so swapping a file or directory for a symlink mid-walk cannot
 //     steer a read, a write or a removal outside the tree. Copy copies a
 //     symlink as a symlink and never opens it. The root path itself (the

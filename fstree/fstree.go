@@ -80,7 +80,8 @@ func Remove(ctx context.Context, dir string, opts RemoveOptions) error {
 // Copy copies the tree at src into dst, which Copy creates (its parent must
 // exist) or which must be an empty directory. It never follows a symlink
 // below src: every entry is opened relative to its parent with
-// RESOLVE_NO_SYMLINKS|RESOLVE_BENEATH|RESOLVE_NO_XDEV and O_NOFOLLOW, so a
+// RESOLVE_NO_SYMLINKS|RESOLVE_NO_XDEV and O_NOFOLLOW (names
+// from getdents, one component each, so nothing resolves outside the tree), so a
 // file swapped for a symlink mid-copy is copied as that symlink, never
 // read through. It keeps holes (SEEK_DATA/SEEK_HOLE, data moved with
 // copy_file_range), permission bits (setuid, setgid and sticky included),

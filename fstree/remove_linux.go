@@ -126,9 +126,6 @@ func (w *walker) removeContents(fd int, path string) error {
 				return err
 			}
 		}
-		if _, err := unix.Seek(fd, 0, 0); err != nil {
-			return sysError("rewind directory", path, err)
-		}
 	}
 }
 

@@ -56,6 +56,9 @@ func (w *walker) tick(path string) error {
 // readDir returns every entry of the directory open at fd except "." and
 // "..", read with getdents64 (never by path).
 func (w *walker) readDir(fd int) ([]dirent, error) {
+	if _, err := unix.Seek(fd, 0, 0); err != nil {
+		return nil, err
+	}
 	var out []dirent
 	for {
 		n, err := unix.Getdents(fd, w.buf)
@@ -97,9 +100,14 @@ func indexByte(b []byte, c byte) int {
 
 // openAt opens name (one path component) relative to the directory dirfd
 // without following a symlink and without crossing into another mount:
-// openat2 with RESOLVE_NO_SYMLINKS|RESOLVE_BENEATH|RESOLVE_NO_XDEV, so a
+// openat2 with RESOLVE_NO_SYMLINKS|RESOLVE_NO_XDEV and O_NOFOLLOW, so a
 // mount point gives EXDEV and a symlink ELOOP (or, with O_PATH, a
-// descriptor of the symlink itself). On kernels without openat2 (before
+// descriptor of the symlink itself). name comes from getdents: one
+// component, never "." or "..", so the result is always a child of dirfd.
+// RESOLVE_BENEATH would add nothing for one component, and it is left out
+// on purpose: when a concurrent rename moves the entry out of dirfd just
+// after the lookup, the kernel's final scope check fails with EXDEV, which
+// would read as a mount. On kernels without openat2 (before
 // 5.6) it uses openat with O_NOFOLLOW and reports EXDEV for a mount root
 // found by statx, or by a device number other than the parent's.
 func (w *walker) openAt(dirfd int, name string, flags int) (int, error) {
@@ -107,7 +115,7 @@ func (w *walker) openAt(dirfd int, name string, flags int) (int, error) {
 	if !w.noOpenat2 {
 		how := unix.OpenHow{
 			Flags:   uint64(flags),
-			Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_BENEATH | unix.RESOLVE_NO_XDEV | unix.RESOLVE_NO_MAGICLINKS,
+			Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_XDEV | unix.RESOLVE_NO_MAGICLINKS,
 		}
 		for try := 0; ; try++ {
 			fd, err := unix.Openat2(dirfd, name, &how)
