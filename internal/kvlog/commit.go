@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"time"
 )
 
 // Tx is one Update function's view: the committed state plus the writes
@@ -115,14 +116,22 @@ func (db *DB) handOver() {
 	db.idle.Broadcast()
 }
 
+// unusable says why a write must fail at once: the store is closed, or
+// poisoned and not yet due for a recovery attempt. Called with gmu held.
 func (db *DB) unusable() error {
 	if db.closed {
 		return ErrClosed
 	}
-	if db.failed != nil {
-		return fmt.Errorf("kvlog: an earlier write failed (%v); reopen the file", db.failed)
+	if db.failed != nil && time.Now().Before(db.retryAt) {
+		return db.poisoned()
 	}
 	return nil
+}
+
+// poisoned is the error of a write refused because an earlier one failed.
+// Called with gmu held.
+func (db *DB) poisoned() error {
+	return fmt.Errorf("kvlog: an earlier write failed (%w); the store retries by rewriting the file from memory every %s, or reopen it", db.failed, db.opts.RetryAfter)
 }
 
 // commit runs batch's functions, appends their writes as one record,
@@ -138,7 +147,7 @@ func (db *DB) commit(batch []*write) {
 			continue
 		}
 		if tx.ownSize > MaxRecord {
-			errs[i] = fmt.Errorf("kvlog: one update of %d bytes exceeds %d", tx.ownSize, MaxRecord)
+			errs[i] = fmt.Errorf("%w: its writes take %d bytes, at most %d", ErrTooLarge, tx.ownSize, MaxRecord)
 			continue
 		}
 		if size+tx.ownSize > MaxRecord {
@@ -214,15 +223,17 @@ func (db *DB) append(merged map[string]map[string]*[]byte, size int) error {
 			}
 		}
 	}
-	db.gmu.Lock()
-	failed := db.failed
-	db.gmu.Unlock()
-	if failed != nil {
-		return fmt.Errorf("kvlog: an earlier write failed (%v); reopen the file", failed)
+	if err := db.recover(); err != nil {
+		return err
 	}
-	if db.end > db.opts.CompactAt && db.end > 4*(db.live+delta)+int64(headerSize) {
-		if err := db.compact(); err != nil {
-			return db.fail(fmt.Errorf("compact: %w", err))
+	if db.end > db.opts.CompactAt && db.end > db.nextCompact && db.end > 4*(db.live+delta)+int64(headerSize) {
+		if replaced, err := db.compact(); err != nil {
+			if replaced {
+				return db.fail(fmt.Errorf("compact: %w", err))
+			}
+			// The old log is still the store and takes this write; try
+			// again once it has grown by another CompactAt.
+			db.nextCompact = db.end + db.opts.CompactAt
 		}
 	}
 	rec := db.frame(db.seq+1, payload)
@@ -260,12 +271,40 @@ func (db *DB) append(merged map[string]map[string]*[]byte, size int) error {
 
 // fail poisons the store after a write or flush error: what reached the
 // disk is unknown (and after a failed fsync the kernel may have dropped the
-// dirty pages), so only a reopen, which replays the file, is safe.
+// dirty pages), so the file must be rewritten (recover) or replayed (a
+// reopen) before the next write.
 func (db *DB) fail(err error) error {
 	db.gmu.Lock()
 	if db.failed == nil {
 		db.failed = err
 	}
+	db.retryAt = time.Now().Add(db.opts.RetryAfter)
 	db.gmu.Unlock()
 	return fmt.Errorf("kvlog: %w", err)
+}
+
+// recover, on a poisoned store, rewrites the file from memory, which holds
+// exactly the acknowledged writes, as a compaction does; on success the
+// store takes writes again. Called by the leader only.
+func (db *DB) recover() error {
+	db.gmu.Lock()
+	failed := db.failed
+	if failed != nil && time.Now().Before(db.retryAt) {
+		err := db.poisoned()
+		db.gmu.Unlock()
+		return err
+	}
+	db.gmu.Unlock()
+	if failed == nil {
+		return nil
+	}
+	_, err := db.compact()
+	db.gmu.Lock()
+	defer db.gmu.Unlock()
+	if err != nil {
+		db.retryAt = time.Now().Add(db.opts.RetryAfter)
+		return fmt.Errorf("kvlog: an earlier write failed (%w) and rewriting the file failed too (%v); the store retries every %s, or reopen it", failed, err, db.opts.RetryAfter)
+	}
+	db.failed = nil
+	return nil
 }

@@ -1,23 +1,31 @@
 package kvlog
 
 import (
-	"fmt"
+	"crypto/rand"
+	"encoding/binary"
 	"os"
 	"path/filepath"
+	"slices"
 )
 
 // compact rewrites the live state into a new file that atomically replaces
-// the old one. Called by the leader only.
-func (db *DB) compact() error {
+// the old one: a stream of records of about compactChunk bytes each, then
+// the header naming how many, one flush, the rename. Called by the leader
+// only (it reads db.state unlocked).
+//
+// Until the rename nothing of db changes: on an error the new file is
+// removed and the old one is still the store. replaced reports that the
+// rename happened; the DB then uses the new file, and an error after it
+// (syncing the directory) leaves unknown which file a crash would find.
+func (db *DB) compact() (replaced bool, err error) {
 	tmp := db.path + ".compact"
 	_ = os.Remove(tmp)
 	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, db.opts.Mode)
 	if err != nil {
-		return err
+		return false, err
 	}
-	ok := false
 	defer func() {
-		if !ok {
+		if !replaced {
 			f.Close()
 			os.Remove(tmp)
 		}
@@ -25,52 +33,94 @@ func (db *DB) compact() error {
 	// Lock before the rename, so another process never finds the new file
 	// unlocked.
 	if err := lock(f, 0); err != nil {
-		return err
+		return false, err
 	}
-	oldSalt, oldSeq, oldEnd, oldSize := db.salt, db.seq, db.end, db.size
-	restore := func(err error) error {
-		db.salt, db.seq, db.end, db.size = oldSalt, oldSeq, oldEnd, oldSize
-		return err
+	var salt [saltSize]byte
+	if _, err := rand.Read(salt[:]); err != nil {
+		return false, err
 	}
-	if err := db.initFile(f); err != nil {
-		return restore(err)
+	w := snapshotWriter{f: f, salt: &salt, off: headerSize, buf: make([]byte, recHeader, recHeader+compactChunk+sector)}
+	buckets := make([]string, 0, len(db.state))
+	for b := range db.state {
+		buckets = append(buckets, b)
 	}
-	var payload []byte
-	if err := (Reader{db}).forEachBucket(func(b, k string, v []byte) {
-		payload = appendOp(payload, opPut, b, k, v)
-	}); err != nil {
-		return restore(err)
+	slices.Sort(buckets) // deterministic files, for tests and diffs
+	var keys []string
+	for _, b := range buckets {
+		m := db.state[b]
+		keys = keys[:0]
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			if err := w.put(b, k, m[k]); err != nil {
+				return false, err
+			}
+		}
 	}
-	if len(payload) > 0 {
-		if len(payload) > MaxRecord {
-			return restore(fmt.Errorf("live data of %d bytes exceeds %d", len(payload), MaxRecord))
-		}
-		rec := db.frame(1, payload)
-		if err := db.grow(f, int64(len(rec))); err != nil {
-			return restore(err)
-		}
-		if _, err := f.WriteAt(rec, db.end); err != nil {
-			return restore(err)
-		}
-		if err := f.Sync(); err != nil {
-			return restore(err)
-		}
-		db.seq, db.end = 1, db.end+int64(len(rec))
+	if err := w.flush(); err != nil {
+		return false, err
+	}
+	if _, err := f.WriteAt(header(&salt, w.seq), 0); err != nil {
+		return false, err
+	}
+	if err := writeZeros(f, w.off, db.opts.Grow); err != nil {
+		return false, err
+	}
+	if err := f.Sync(); err != nil {
+		return false, err
 	}
 	if err := os.Rename(tmp, db.path); err != nil {
-		return restore(err)
+		return false, err
 	}
-	ok = true
 	db.f.Close()
-	db.f = f
-	return syncDir(filepath.Dir(db.path))
+	db.f, db.salt = f, salt
+	db.seq, db.snapshot = w.seq, w.seq
+	db.end, db.size = w.off, w.off+db.opts.Grow
+	db.nextCompact = 0
+	return true, syncDir(filepath.Dir(db.path))
 }
 
-func (r Reader) forEachBucket(fn func(b, k string, v []byte)) error {
-	for _, b := range r.Buckets() {
-		if err := r.ForEach(b, func(k string, v []byte) error { fn(b, k, v); return nil }); err != nil {
+// snapshotWriter writes a compaction's records one after the other.
+type snapshotWriter struct {
+	f    *os.File
+	salt *[saltSize]byte
+	seq  uint64 // records written
+	off  int64  // where the next one goes
+	buf  []byte // the record being built: room for its header, then ops
+}
+
+var zeroSector [sector]byte
+
+// put adds one key's op, first writing the record being built if the op
+// would take it past compactChunk. An op alone is never larger than
+// MaxRecord: it was one Update's write.
+func (w *snapshotWriter) put(b, k string, v []byte) error {
+	if len(w.buf) > recHeader && int64(len(w.buf)-recHeader)+opSize(b, k, v) > compactChunk {
+		if err := w.flush(); err != nil {
 			return err
 		}
 	}
+	w.buf = appendOp(w.buf, opPut, b, k, v)
+	return nil
+}
+
+// flush writes the record being built, if it has any op.
+func (w *snapshotWriter) flush() error {
+	n := len(w.buf) - recHeader
+	if n == 0 {
+		return nil
+	}
+	w.seq++
+	binary.LittleEndian.PutUint32(w.buf[0:4], uint32(n))
+	binary.LittleEndian.PutUint64(w.buf[4:12], w.seq)
+	binary.LittleEndian.PutUint32(w.buf[12:16], checksum(w.salt, w.buf[0:12], w.buf[recHeader:]))
+	w.buf = append(w.buf, zeroSector[:align(int64(len(w.buf)))-int64(len(w.buf))]...)
+	if _, err := w.f.WriteAt(w.buf, w.off); err != nil {
+		return err
+	}
+	w.off += int64(len(w.buf))
+	w.buf = w.buf[:recHeader]
 	return nil
 }

@@ -77,13 +77,9 @@ func (db *DB) load() error {
 		return errors.New("a bbolt file, the journal format of csikit before kvlog: there is no converter; " +
 			"move it aside to start an empty journal (creates in flight then get new IDs)")
 	}
-	if len(data) < headerSize || string(data[:len(magic)-1]) != magic[:len(magic)-1] {
-		return errors.New("not a csikit journal file (bad magic)")
+	if db.salt, db.snapshot, err = parseHeader(data); err != nil {
+		return err
 	}
-	if data[len(magic)-1] != magic[len(magic)-1] {
-		return fmt.Errorf("journal file format version %d, want %d", data[len(magic)-1], magic[len(magic)-1])
-	}
-	copy(db.salt[:], data[len(magic):])
 	off := int64(headerSize)
 	for {
 		payload, seq, next, ok := db.record(data, off)
@@ -94,6 +90,11 @@ func (db *DB) load() error {
 			return fmt.Errorf("record %d at offset %d: %w", seq, off, err)
 		}
 		db.seq, off = seq, next
+	}
+	if db.seq < db.snapshot {
+		// Written and flushed before the rename that made it the store,
+		// so only damage can shorten it: refuse rather than open a part.
+		return fmt.Errorf("journal corrupt: record %d at offset %d does not verify, but the compaction that wrote the file wrote %d", db.seq+1, off, db.snapshot)
 	}
 	// off is the end of the log. Anything that verifies beyond it means a
 	// record in the middle was damaged: refuse rather than lose what follows.
@@ -119,19 +120,48 @@ func (db *DB) load() error {
 	return nil
 }
 
+// header returns the file header (see the package comment).
+func header(salt *[saltSize]byte, snapshot uint64) []byte {
+	hdr := make([]byte, headerSize)
+	copy(hdr, magic)
+	copy(hdr[len(magic):], salt[:])
+	if snapshot > 0 {
+		binary.LittleEndian.PutUint64(hdr[32:40], snapshot)
+		binary.LittleEndian.PutUint32(hdr[40:44], crc32.Checksum(hdr[:40], castagnoli))
+	}
+	return hdr
+}
+
+// parseHeader checks the header at the start of data and returns its salt
+// and snapshot record count.
+func parseHeader(data []byte) (salt [saltSize]byte, snapshot uint64, err error) {
+	if len(data) < headerSize || string(data[:len(magic)-1]) != magic[:len(magic)-1] {
+		return salt, 0, errors.New("not a csikit journal file (bad magic)")
+	}
+	if data[len(magic)-1] != magic[len(magic)-1] {
+		return salt, 0, fmt.Errorf("journal file format version %d, want %d", data[len(magic)-1], magic[len(magic)-1])
+	}
+	copy(salt[:], data[len(magic):])
+	snapshot = binary.LittleEndian.Uint64(data[32:40])
+	sum := binary.LittleEndian.Uint32(data[40:44])
+	// Both zero in a file no compaction wrote (and in files of csikit
+	// before snapshots were counted).
+	if (snapshot != 0 || sum != 0) && crc32.Checksum(data[:40], castagnoli) != sum {
+		return salt, 0, errors.New("journal corrupt: the file header does not verify")
+	}
+	return salt, snapshot, nil
+}
+
 // initFile writes a header with a fresh salt and makes it durable, along
 // with the file's directory entry.
 func (db *DB) initFile(f *os.File) error {
 	if _, err := rand.Read(db.salt[:]); err != nil {
 		return err
 	}
-	hdr := make([]byte, headerSize)
-	copy(hdr, magic)
-	copy(hdr[len(magic):], db.salt[:])
-	if _, err := f.WriteAt(hdr, 0); err != nil {
+	if _, err := f.WriteAt(header(&db.salt, 0), 0); err != nil {
 		return fmt.Errorf("write header: %w", err)
 	}
-	db.seq, db.end, db.size = 0, headerSize, headerSize
+	db.seq, db.snapshot, db.end, db.size = 0, 0, headerSize, headerSize
 	if err := db.grow(f, db.opts.Grow); err != nil {
 		return err
 	}
@@ -158,7 +188,12 @@ func (db *DB) record(data []byte, off int64) (payload []byte, seq uint64, next i
 }
 
 func (db *DB) checksum(lenSeq, payload []byte) uint32 {
-	c := crc32.Update(0, castagnoli, db.salt[:])
+	return checksum(&db.salt, lenSeq, payload)
+}
+
+// checksum is a record's CRC (see the package comment).
+func checksum(salt *[saltSize]byte, lenSeq, payload []byte) uint32 {
+	c := crc32.Update(0, castagnoli, salt[:])
 	c = crc32.Update(c, castagnoli, lenSeq)
 	return crc32.Update(c, castagnoli, payload)
 }
@@ -249,6 +284,11 @@ func (db *DB) Verify() error {
 		return err
 	}
 	defer unmap(data)
+	if _, snap, err := parseHeader(data); err != nil {
+		return fmt.Errorf("kvlog: %w", err)
+	} else if snap != db.snapshot {
+		return fmt.Errorf("kvlog: the file's header counts %d snapshot records, memory %d", snap, db.snapshot)
+	}
 	replay := map[string]map[string][]byte{}
 	off, seq := int64(headerSize), uint64(0)
 	for off < db.end {
@@ -260,6 +300,9 @@ func (db *DB) Verify() error {
 			return fmt.Errorf("kvlog: record %d: %w", s, err)
 		}
 		off, seq = next, s
+	}
+	if seq < db.snapshot {
+		return fmt.Errorf("kvlog: the log ends at record %d, inside the compacted snapshot of %d", seq, db.snapshot)
 	}
 	if !allZero(data[off:]) {
 		return fmt.Errorf("kvlog: non-zero bytes after the log's end at %d", off)

@@ -9,8 +9,15 @@
 // file-system metadata to commit. Concurrent writers share one append and
 // one flush.
 //
-// File layout: a 512-byte header (magic, version, random salt), then
-// records, each starting on a 512-byte boundary:
+// File layout: a 512-byte header, then records, each starting on a
+// 512-byte boundary. The header:
+//
+//	16 bytes  magic, its last byte the format version (1)
+//	16 bytes  random salt
+//	u64       snapshot: how many records a compaction wrote (0 if none)
+//	u32       CRC-32C of the 40 bytes before it (0 when snapshot is 0)
+//
+// A record:
 //
 //	u32  payload length
 //	u64  sequence number (1, 2, …)
@@ -25,9 +32,28 @@
 // ends the log; if any verifying record follows it the file is corrupt
 // (not merely torn) and Open fails rather than dropping data. The salt
 // makes records of another file, or bytes inside a value, unable to pass as
-// records of this one. When the log outgrows its live data several times
-// over it is rewritten (compacted) into a new file that replaces the old
-// one atomically.
+// records of this one.
+//
+// When the log outgrows its live data several times over it is rewritten
+// (compacted): the live data is written as a stream of records of about
+// 1 MiB each into a new file, whose header names how many there are; the
+// file is flushed and then renamed over the old one. So no size limit
+// applies to the live data as a whole, and a file whose snapshot does not
+// replay in full is refused as corrupt rather than opened with part of it.
+// A compaction that fails (a full disk, any I/O error) removes its file
+// and leaves the old log the store, still taking writes; it is retried
+// once the log has grown by another Options.CompactAt.
+//
+// A failed append or flush poisons the store: what reached the file is
+// unknown, so it refuses writes and Err reports why. The next Update after
+// Options.RetryAfter tries to recover by rewriting the file from memory,
+// which holds exactly the acknowledged writes, as a compaction does;
+// reopening the file recovers too.
+//
+// Limits: one Update's writes (and so one value) at most MaxRecord bytes
+// encoded; an Update over it fails alone with ErrTooLarge. Keys and bucket
+// names are bounded only by that. The live data as a whole has no limit
+// but memory: it is all held in memory.
 //
 // The code is in one file per part: kvlog.go (Open, Close, Options),
 // file.go (file handling: locking, replay, growth, framing, Verify),
@@ -54,8 +80,13 @@ const (
 	opPut    = 1
 	opDelete = 2
 
-	// MaxRecord bounds one batch's payload, and so one value.
+	// MaxRecord bounds one record's payload: one Update's writes, and so
+	// one value.
 	MaxRecord = 64 << 20
+
+	// compactChunk is the payload size at which a compaction starts its
+	// next record.
+	compactChunk = 1 << 20
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -65,6 +96,10 @@ const boltMagic = 0xED0CDAED
 
 // ErrClosed is returned by calls on a closed DB.
 var ErrClosed = errors.New("kvlog: closed")
+
+// ErrTooLarge is wrapped by the error of an Update whose writes exceed
+// MaxRecord.
+var ErrTooLarge = errors.New("kvlog: update too large")
 
 // Options configures Open.
 type Options struct {
@@ -80,6 +115,10 @@ type Options struct {
 	// Default 8 MiB. Above it, the file is rewritten when the log is more
 	// than four times the size of the live data.
 	CompactAt int64
+	// RetryAfter is how long a store poisoned by a failed write refuses
+	// writes before the next Update tries to recover it (see Err).
+	// Default 1s.
+	RetryAfter time.Duration
 }
 
 // DB is an open store. Reads are served from memory; writes go through
@@ -92,19 +131,24 @@ type DB struct {
 	state map[string]map[string][]byte
 	live  int64 // encoded size of the live data, for compaction
 
-	gmu    sync.Mutex // guards the fields below
-	queue  []*write
-	busy   bool
-	idle   *sync.Cond // signalled when busy turns false
-	closed bool
-	failed error // a write or flush failed: no further writes
+	gmu     sync.Mutex // guards the fields below
+	queue   []*write
+	busy    bool
+	idle    *sync.Cond // signalled when busy turns false
+	closed  bool
+	failed  error     // a write or flush failed: no writes until recovered
+	retryAt time.Time // when the next Update may try to recover
 
 	// Owned by the current leader (busy == true).
-	f    *os.File
-	salt [saltSize]byte
-	seq  uint64 // last sequence number written
-	end  int64  // offset where the next record goes
-	size int64  // file size (all of it zeros beyond end)
+	f        *os.File
+	salt     [saltSize]byte
+	seq      uint64 // last sequence number written
+	snapshot uint64 // records the compaction that made the file wrote
+	end      int64  // offset where the next record goes
+	size     int64  // file size (all of it zeros beyond end)
+	// nextCompact: after a failed compaction, the log end below which
+	// none is tried again.
+	nextCompact int64
 }
 
 // Open opens or creates the store at path, replays it, and locks it against
@@ -126,6 +170,9 @@ func Open(path string, o Options) (*DB, error) {
 	if o.CompactAt <= 0 {
 		o.CompactAt = 8 << 20
 	}
+	if o.RetryAfter <= 0 {
+		o.RetryAfter = time.Second
+	}
 	db := &DB{path: path, opts: o, state: map[string]map[string][]byte{}}
 	db.idle = sync.NewCond(&db.gmu)
 
@@ -145,8 +192,9 @@ func Open(path string, o Options) (*DB, error) {
 }
 
 // Records returns the sequence number of the last durable record: how
-// many batches were committed since the file was created or last
-// compacted. For tests and metrics.
+// many batches were committed since the file was created or, after a
+// compaction, that plus the records the compaction wrote. For tests and
+// metrics.
 func (db *DB) Records() uint64 {
 	db.gmu.Lock()
 	for db.busy {
@@ -170,4 +218,22 @@ func (db *DB) Close() error {
 	}
 	db.gmu.Unlock()
 	return db.f.Close()
+}
+
+// Err returns nil while the store takes writes. After a write or flush
+// failed it returns that failure: what reached the file is then unknown,
+// and writes are refused until the store recovers. Every Update after
+// Options.RetryAfter tries to, by rewriting the file from memory (which
+// holds exactly the acknowledged writes); reopening the file recovers too.
+// Reads keep working throughout. After Close, Err returns ErrClosed.
+func (db *DB) Err() error {
+	db.gmu.Lock()
+	defer db.gmu.Unlock()
+	if db.closed {
+		return ErrClosed
+	}
+	if db.failed != nil {
+		return fmt.Errorf("kvlog: %s: a write failed, writes are refused until the file is rewritten: %w", db.path, db.failed)
+	}
+	return nil
 }
