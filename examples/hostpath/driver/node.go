@@ -13,9 +13,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/block"
+	"github.com/csikit/csikit/health"
 	"github.com/csikit/csikit/k8s/keys"
-	"github.com/csikit/csikit/metrics"
 	"github.com/csikit/csikit/mount"
+	"github.com/csikit/csikit/stats"
 )
 
 // checkAccessType refuses a capability whose access type does not match
@@ -227,7 +228,7 @@ func (d *Driver) NodeGetVolumeStats(ctx context.Context, r *csi.NodeGetVolumeSta
 	if _, err := d.lookup(r.GetVolumeId()); err != nil {
 		return nil, err
 	}
-	return metrics.VolumeStats(ctx, r.GetVolumePath())
+	return stats.VolumeStats(ctx, r.GetVolumePath())
 }
 
 // NodeGetVolumeHealth reports abnormal conditions of the volume's paths.
@@ -236,11 +237,11 @@ func (d *Driver) NodeGetVolumeHealth(ctx context.Context, r *csi.NodeGetVolumeHe
 	if err != nil {
 		return nil, err
 	}
-	opts := metrics.HealthOptions{}
+	opts := health.Options{}
 	if v.Kind == kindBlock {
-		opts.Skip = metrics.CheckMounted | metrics.CheckWritable
+		opts.Skip = health.CheckMounted | health.CheckWritable
 	}
-	return metrics.NodeVolumeHealth(ctx, r, opts)
+	return health.NodeVolume(ctx, r, opts)
 }
 
 // NodeExpandVolume makes the node see a grown volume: the loop device is
