@@ -153,6 +153,7 @@ func (j *FileJournal) Reserve(ctx context.Context, r Reservation) (Record, error
 		out = Record{Kind: r.Kind, Name: r.Name, ID: r.ID, Fingerprint: r.Fingerprint, Reserved: time.Now()}
 		tx.Put(b[0], r.Name, encodeRecord(out))
 		tx.Put(b[1], r.ID, []byte(r.Name))
+		out.Fresh = true
 		return nil
 	})
 	if err != nil {
