@@ -387,8 +387,11 @@ func TestWriteFailurePoisons(t *testing.T) {
 func TestOversizedUpdateFailsAlone(t *testing.T) {
 	db := open(t, filepath.Join(t.TempDir(), "db"), Options{})
 	big := make([]byte, MaxRecord+1)
-	if err := db.Update(func(tx *Tx) error { tx.Put("a", "big", big); return nil }); err == nil {
-		t.Fatal("oversized update accepted")
+	if err := db.Update(func(tx *Tx) error { tx.Put("a", "big", big); return nil }); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("oversized update: %v, want ErrTooLarge", err)
+	}
+	if err := db.Err(); err != nil {
+		t.Fatalf("an oversized update poisoned the store: %v", err)
 	}
 	put(t, db, "a", "small", "ok")
 }
