@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -27,7 +26,6 @@ type suite struct {
 	runID  string
 	seq    *atomic.Int64
 	access AccessType // MountAccess or BlockAccess in typed areas
-	leaks  *leakList  // secrets seen in error messages
 	root   string     // name of the Run test, to name cases relative to it
 
 	plugin    map[csi.PluginCapability_Service_Type]bool
@@ -37,24 +35,6 @@ type suite struct {
 	grpCaps   map[csi.GroupControllerServiceCapability_RPC_Type]bool
 	hasNode   bool
 	nodeInfo  *csi.NodeGetInfoResponse
-}
-
-// leakList collects secret leaks found while the cases run.
-type leakList struct {
-	mu    sync.Mutex
-	items []string
-}
-
-func (l *leakList) add(s string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.items = append(l.items, s)
-}
-
-func (l *leakList) list() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]string(nil), l.items...)
 }
 
 // run runs a case or group as a subtest, unless Config.Skip names it.
