@@ -49,7 +49,7 @@ func Run(t *testing.T, target Target, cfg Config) {
 		cfg: cfg, in: in, base: cfg.BaseDir, runID: randomHex(4), seq: new(atomic.Int64),
 		id: csi.NewIdentityClient(in.conn), ctl: csi.NewControllerClient(in.conn),
 		node: csi.NewNodeClient(in.conn), grp: csi.NewGroupControllerClient(in.conn),
-		access: MountAccess, root: t.Name(),
+		access: MountAccess, root: t.Name(), vols: &volumeLog{},
 	}
 	if cfg.AccessType == BlockAccess {
 		s.access = BlockAccess
