@@ -95,10 +95,15 @@ func TestUpstreamHostpath(t *testing.T) {
 		}
 	}
 	for c, why := range want {
-		if !slices.Contains(got, c) && !strings.HasPrefix(why, intermittent) {
+		switch {
+		case slices.Contains(got, c):
+		case strings.HasPrefix(why, intermittent):
+			t.Logf("intermittent expected failure did not show this time: %s", c)
+		default:
 			missing = append(missing, c+" ("+why+")")
 		}
 	}
+	t.Logf("%d cases failed, as expected_failures.txt lists", len(got))
 	sort.Strings(missing)
 	if len(unexpected) > 0 || len(missing) > 0 {
 		t.Errorf("failing cases differ from expected_failures.txt:\n\tfailed, not listed (false alarm or new upstream bug: list it with the bug, or fix the harness): %v\n\tlisted, passed (the harness lost a check, or upstream fixed the bug): %v\n\nharness output:\n%s",
