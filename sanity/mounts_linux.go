@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/csikit/csikit/block"
 )
 
 // capacity returns the size of the filesystem at a directory or of a block
@@ -19,16 +21,11 @@ func capacity(path string) (int64, error) {
 		return 0, err
 	}
 	if fi.Mode()&os.ModeDevice != 0 {
-		f, err := os.Open(path)
+		size, err := block.DeviceSize(path) // BLKGETSIZE64
 		if err != nil {
-			return 0, err
+			return 0, fmt.Errorf("measuring block device %s: %w", path, err)
 		}
-		defer f.Close()
-		size, err := unix.IoctlGetUint64(int(f.Fd()), unix.BLKGETSIZE64)
-		if err != nil {
-			return 0, fmt.Errorf("BLKGETSIZE64 on %s: %w", path, err)
-		}
-		return int64(size), nil
+		return size, nil
 	}
 	var st unix.Statfs_t
 	if err := unix.Statfs(path, &st); err != nil {

@@ -318,13 +318,7 @@ func sizeOf(path string) (int64, error) {
 		}
 		return int64(st.Blocks) * st.Bsize, nil
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	size, err := unix.IoctlGetUint64(int(f.Fd()), unix.BLKGETSIZE64)
-	return int64(size), err
+	return block.DeviceSize(path)
 }
 
 // mountedAt reports whether path is a mount point and whether it is
