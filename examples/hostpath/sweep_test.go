@@ -101,10 +101,14 @@ func TestSweepAbandoned(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
-	time.Sleep(30 * time.Millisecond)
+	// Reservations made before this sleep are older than the sweep's
+	// age, the one after it younger: the margins are wide because a
+	// loaded CI machine running -race can take tens of milliseconds
+	// between two lines (20 ms failed there).
+	time.Sleep(600 * time.Millisecond)
 	reserve(idempotency.KindVolume, "young", "vol-young", "volumes/vol-young")
 
-	n, err := d.SweepAbandoned(ctx, srv.Locks(), 20*time.Millisecond)
+	n, err := d.SweepAbandoned(ctx, srv.Locks(), 500*time.Millisecond)
 	if n != 4 {
 		t.Errorf("released %d reservations, want 4 (abandoned, nothing-made, snap, group)", n)
 	}

@@ -30,7 +30,7 @@ func checkAccessType(v *volume, c *csi.VolumeCapability) error {
 
 // NodeStageVolume makes the volume available at the staging path: a bind
 // of the directory, a loop device, or a mounted filesystem on one.
-func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
+func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequest) (_ *csi.NodeStageVolumeResponse, err error) {
 	v, err := d.lookup(r.GetVolumeId())
 	if err != nil {
 		return nil, err
@@ -39,9 +39,37 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 		return nil, err
 	}
 	staging := r.GetStagingTargetPath()
+	// A stage that fails must leave nothing behind that this call added
+	// (the staging record, a loop device), or DeleteVolume refuses the
+	// volume and the loop device leaks; what an earlier successful stage
+	// made stays.
+	_, statErr := os.Stat(d.stagedMarker(v.ID))
+	wasStaged := statErr == nil
+	wasAttached := false
+	if v.Kind != kindDir {
+		_, wasAttached, _ = block.FindLoop(ctx, d.volumeImage(v.ID))
+	}
+	// The volume's filesystem was chosen at creation; a capability asking
+	// for another one cannot be served (ALREADY_EXISTS for a repeat of a
+	// stage, as the spec's table says, else INVALID_ARGUMENT).
+	if fs := r.GetVolumeCapability().GetMount().GetFsType(); v.Kind == kindFS && fs != "" && fs != v.FSType {
+		if wasStaged {
+			return nil, status.Errorf(codes.AlreadyExists, "volume %s is staged with filesystem %s, not %s", v.ID, v.FSType, fs)
+		}
+		return nil, status.Errorf(codes.InvalidArgument, "volume %s holds filesystem %s, not %s", v.ID, v.FSType, fs)
+	}
 	if err := writeMarker(d.stagedMarker(v.ID)); err != nil {
 		return nil, status.Errorf(codes.Internal, "record staging: %v", err)
 	}
+	defer func() {
+		if err == nil || wasStaged {
+			return
+		}
+		if !wasAttached {
+			_ = d.detachIfAttached(ctx, &v)
+		}
+		_ = os.Remove(d.stagedMarker(v.ID))
+	}()
 	switch v.Kind {
 	case kindDir:
 		err = d.mounter.Publish(ctx, mount.PublishOptions{Source: d.volumeDir(v.ID), Target: staging})
