@@ -2,7 +2,9 @@ package secrets_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -60,4 +62,37 @@ func BenchmarkLogValueDisabled(b *testing.B) {
 	for b.Loop() {
 		logger.LogAttrs(ctx, slog.LevelDebug, "call", slog.Any("request", secrets.LogValue(req)))
 	}
+}
+
+// redactCases are the texts BenchmarkRedact redacts: a typical driver error
+// without a secret, one with the secret as is, one with it %q-quoted, and a
+// long (4 KiB) message without one.
+var redactCases = []struct{ name, text string }{
+	{"miss", "rbd: map failed for pool fast image csi-vol-0123456789: exit status 22 (Invalid argument)"},
+	{"hit", "rbd: map failed: --key=hunter2-Secret-Key exit status 22"},
+	{"quoted", fmt.Sprintf("rbd: map failed: key %q exit status 22", `p"ss\word`)},
+	{"long-miss", strings.Repeat("mount: /var/lib/kubelet/pods/0123 wrong fs type, bad option; ", 64)},
+}
+
+// BenchmarkRedact: Redact on driver error messages, with a request that
+// holds two secrets (one with a quote and a backslash) and with one that
+// holds none (the common case).
+func BenchmarkRedact(b *testing.B) {
+	withSecrets := &csi.NodeStageVolumeRequest{VolumeId: "vol-1",
+		Secrets: map[string]string{"userID": "hunter2-Secret-Key", "pw": `p"ss\word`}}
+	none := &csi.NodeStageVolumeRequest{VolumeId: "vol-1"}
+	for _, c := range redactCases {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = secrets.Redact(c.text, withSecrets)
+			}
+		})
+	}
+	b.Run("no-secrets", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			_ = secrets.Redact(redactCases[0].text, none)
+		}
+	})
 }

@@ -21,6 +21,47 @@
 //   - LogValue does no work until a log handler actually resolves the value,
 //     so a disabled log level costs nothing beyond the call.
 //
+// # Secrets in text
+//
+// Redact (and Redactor, to redact several texts with the same messages)
+// protects text derived from a request: an error a driver built, a panic
+// value. It finds each secret value in every spelling that the escapers a
+// driver, a log handler or a sidecar use can give it, and replaces the
+// whole spelling with Marker. It matches one secret character at a time,
+// each in any of these spellings:
+//
+//   - as is;
+//   - a backslash escape as Go (strconv.Quote, QuoteToASCII, QuoteToGraphic,
+//     %q, %+q, %#v, slog.TextHandler), JSON (encoding/json with and without
+//     HTML escaping, protojson, slog.JSONHandler, ASCII-only encoders such
+//     as Python's) and C or JavaScript write them: \n \r \t \b \f \v \a \"
+//     \' \\ \/, \xHH (also per UTF-8 byte), \uHHHH (surrogate pairs above
+//     U+FFFF), \UHHHHHHHH, and \ufffd or U+FFFD for a byte that is not
+//     UTF-8; hex digits in either case;
+//   - percent-encoding (net/url's QueryEscape, PathEscape and userinfo, hex
+//     in either case) and '+' for a space: secrets end up in URLs and in
+//     mount options built like query strings;
+//   - any of these escaped again, up to Depth (2) rounds, so a %q-quoted
+//     secret inside a JSON log line, or JSON inside a Go-quoted error, is
+//     found too. Each character may use a different spelling.
+//
+// Letters, digits and "-._~" are never escaped by any of these, so they
+// are matched as is: a secret made only of them costs one strings.Index,
+// and any other secret is looked for only where its longest run of them
+// occurs. Overlapping or adjacent matches of several secrets become one
+// Marker, so no part of either is left.
+//
+// Not covered, because no escaper produces it or it cannot be matched
+// without false positives: base64, hex or hashes of a whole value (an HTTP
+// Basic Authorization header), HTML entities, changed case, a value cut in
+// parts or wrapped across lines, and secrets the driver read from anywhere
+// but the request.
+//
+// Values shorter than MinLen (4) bytes are not searched for in text; Strip
+// still removes them from messages. Replacing every "a" or "123" would
+// destroy the log and, by the pattern of what was replaced, reveal the
+// value anyway: such a value is not a secret a log can protect.
+//
 // The package keeps one process-wide cache of which field descriptors are
 // secret; descriptors are immutable, so the cache never changes an answer.
 package secrets
