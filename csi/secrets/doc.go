@@ -62,6 +62,12 @@
 // destroy the log and, by the pattern of what was replaced, reveal the
 // value anyway: such a value is not a secret a log can protect.
 //
+// RedactError applies the same to a returned error: its gRPC status
+// message and every string in its details. UnaryServerInterceptor does it
+// for every call, so what a driver returns never carries a secret of the
+// request to the CO, whose sidecars copy error messages into Kubernetes
+// Events.
+//
 // The package keeps one process-wide cache of which field descriptors are
 // secret; descriptors are immutable, so the cache never changes an answer.
 package secrets
