@@ -21,8 +21,9 @@ import (
 //
 //  1. recovery, a safety net for csikit's own interceptors.
 //  2. request ID: taken from incoming metadata or generated, in ctx.
-//  3. logging: one line per call, secrets stripped, built only when logged.
-//     Right below it, secrets.UnaryServerInterceptor redacts the request's secrets
+//  3. logging: one line per call, secrets stripped, built only when logged;
+//     it puts the call's logger in ctx (logging.FromContext). Right below
+//     it, secrets.UnaryServerInterceptor redacts the request's secrets
 //     from a returned error's message and details, so the log line and
 //     the client (and the Events sidecars make of it) see the same text.
 //  4. metrics (when Options.Registry is set): latency, codes, in-flight.
