@@ -9,6 +9,9 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/csikit/csikit/csi/secrets"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 func benchStageRequest() *csi.NodeStageVolumeRequest {
@@ -95,4 +98,37 @@ func BenchmarkRedact(b *testing.B) {
 			_ = secrets.Redact(redactCases[0].text, none)
 		}
 	})
+}
+
+// BenchmarkRedactError: a failed call's error through the interceptor, with
+// a request holding secrets: "clean" does not mention them (the common
+// failure), "quoted" %q-formats one.
+func BenchmarkRedactError(b *testing.B) {
+	req := &csi.NodeStageVolumeRequest{VolumeId: "vol-1",
+		Secrets: map[string]string{"userID": "hunter2-Secret-Key", "pw": `p"ss\word`}}
+	for name, err := range map[string]error{
+		"clean":  status.Error(codes.FailedPrecondition, redactCases[0].text),
+		"quoted": status.Error(codes.FailedPrecondition, redactCases[2].text),
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = secrets.RedactError(err, req)
+			}
+		})
+	}
+}
+
+// BenchmarkInterceptorOK: what the interceptor costs a successful call.
+func BenchmarkInterceptorOK(b *testing.B) {
+	i := secrets.UnaryServerInterceptor()
+	req := benchStageRequest()
+	resp := &csi.NodeStageVolumeResponse{}
+	info := &grpc.UnaryServerInfo{FullMethod: "/csi.v1.Node/NodeStageVolume"}
+	h := func(context.Context, any) (any, error) { return resp, nil }
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _ = i(ctx, req, info, h)
+	}
 }
