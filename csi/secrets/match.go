@@ -110,6 +110,7 @@ func newNeedle(v string) needle {
 	if n.plain {
 		return n // matched with strings.Index; no units needed
 	}
+	n.units = make([]*unit, 0, utf8.RuneCountInString(v))
 	run := 0
 	for i := 0; i < len(v); {
 		r, size := utf8.DecodeRuneInString(v[i:])
@@ -138,9 +139,19 @@ func newNeedle(v string) needle {
 // of positions for end, bufs[l] for spellEnds at level l (calls nest with
 // strictly decreasing levels, so one pair per level suffices).
 type matcher struct {
-	text string
-	a, b []int
-	bufs [Depth][2][]int
+	text  string
+	a, b  []int
+	bufs  [Depth][2][]int
+	store [2 + 2*Depth][8]int // initial backing for all of them
+}
+
+// init sets m up to search text.
+func (m *matcher) init(text string) {
+	m.text = text
+	m.a, m.b = m.store[0][:0], m.store[1][:0]
+	for l := range m.bufs {
+		m.bufs[l][0], m.bufs[l][1] = m.store[2+2*l][:0], m.store[3+2*l][:0]
+	}
 }
 
 // addPos adds p to the set s.
@@ -228,9 +239,9 @@ func (m *matcher) end(p int, n *needle) int {
 // span is a half-open byte range of the text that holds a secret.
 type span struct{ from, to int }
 
-// find appends to spans every occurrence of n in m.text.
-func (m *matcher) find(n *needle, spans []span) []span {
-	t := m.text
+// find appends to spans every occurrence of n in t. *mp is the matcher
+// for t, made on first use: a secret of plain bytes needs none.
+func find(t string, n *needle, spans []span, mp **matcher) []span {
 	if n.plain {
 		for off := 0; ; {
 			i := strings.Index(t[off:], n.raw)
@@ -244,6 +255,11 @@ func (m *matcher) find(n *needle, spans []span) []span {
 	if n.hint != "" && !strings.Contains(t, n.hint) {
 		return spans
 	}
+	if *mp == nil {
+		*mp = new(matcher)
+		(*mp).init(t)
+	}
+	m := *mp
 	first := n.units[0]
 	for p := 0; p < len(t); p++ {
 		c := t[p]

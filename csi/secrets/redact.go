@@ -45,7 +45,7 @@ func NewRedactor(msgs ...proto.Message) *Redactor {
 			continue
 		}
 		if r == nil {
-			r = &Redactor{}
+			r = &Redactor{needles: make([]needle, 0, len(vals)-i)}
 		}
 		r.needles = append(r.needles, newNeedle(v))
 	}
@@ -60,10 +60,12 @@ func (r *Redactor) Redact(s string) string {
 	if r == nil || s == "" {
 		return s
 	}
-	m := matcher{text: s}
-	var spans []span
+	var (
+		m     *matcher
+		spans []span
+	)
 	for i := range r.needles {
-		spans = m.find(&r.needles[i], spans)
+		spans = find(s, &r.needles[i], spans, &m)
 	}
 	if len(spans) == 0 {
 		return s
