@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -130,5 +131,21 @@ func BenchmarkInterceptorOK(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_, _ = i(ctx, req, info, h)
+	}
+}
+
+// BenchmarkRedactAdversarial: a secret of n backslashes against a
+// twice-quoted text of 10n more; n=1000 hits the work bound.
+func BenchmarkRedactAdversarial(b *testing.B) {
+	for _, n := range []int{16, 100, 1000} {
+		secret := strings.Repeat(`\`, n) + "x"
+		text := strconv.Quote(strconv.Quote(strings.Repeat(`\`, 10*n) + secret))
+		req := &csi.NodeStageVolumeRequest{Secrets: map[string]string{"k": secret}}
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = secrets.Redact(text, req)
+			}
+		})
 	}
 }

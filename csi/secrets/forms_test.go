@@ -268,3 +268,30 @@ func setBytesKey(t *testing.T, m proto.Message, b []byte) {
 	rm := m.ProtoReflect()
 	rm.Set(rm.Descriptor().Fields().ByName("key"), protoreflect.ValueOfBytes(b))
 }
+
+// adversarial is a secret and a text built to make matching costly: a long
+// run of backslashes, each of which may be spelled with one, two or four.
+func adversarial(n int) (secret, text string) {
+	secret = strings.Repeat(`\`, n) + "x"
+	return secret, strconv.Quote(strconv.Quote(strings.Repeat(`\`, 10*n) + secret))
+}
+
+// Matching work is bounded: a text too costly to check is withheld as a
+// whole, never returned half-checked.
+func TestRedactAdversarialIsBounded(t *testing.T) {
+	for _, n := range []int{16, 100, 1000} {
+		secret, text := adversarial(n)
+		got := secrets.Redact(text, &csi.NodeStageVolumeRequest{Secrets: map[string]string{"k": secret}})
+		for _, piece := range strings.Split(got, secrets.Marker) {
+			for _, nd := range needles(secret) {
+				if strings.Contains(piece, nd) {
+					t.Fatalf("n=%d: Redact left %q", n, nd)
+				}
+			}
+		}
+		if !strings.Contains(got, secrets.Marker) {
+			t.Fatalf("n=%d: nothing redacted", n)
+		}
+		t.Logf("n=%d: %d bytes in, %d out", n, len(text), len(got))
+	}
+}

@@ -135,27 +135,56 @@ func newNeedle(v string) needle {
 	return n
 }
 
-// matcher finds where needles occur in one text; a and b are scratch sets
-// of positions for end, bufs[l] for spellEnds at level l (calls nest with
-// strictly decreasing levels, so one pair per level suffices).
+// matcher finds where needles occur in one text. It runs one pass over
+// the text per needle, keeping for each position the partial matches
+// (state: units matched, earliest start) that end there; every unit takes
+// at least one byte and fewer than ringSize, so a ring of positions ahead
+// suffices. bufs[l] are scratch sets for spellEnds at level l (calls nest
+// with strictly decreasing levels, so one pair per level suffices).
 type matcher struct {
 	text  string
-	a, b  []int
+	work  int // steps taken; over maxWork, matching stops
 	bufs  [Depth][2][]int
-	store [2 + 2*Depth][8]int // initial backing for all of them
+	store [2 * Depth][8]int // initial backing for bufs
+	ring  [ringSize][]state
+	ends  []int
+	best  []int  // per units-matched count: earliest start at this position
+	seen  []int  // per units-matched count: position+1 it was last seen at
+	order []int  // units-matched counts seen at this position
+	memo  []memo // unitEnds results at this position, by unit
 }
+
+// memo records that unit u, starting at the current position, ends at
+// m.ends[from:to].
+type memo struct {
+	u        *unit
+	from, to int
+}
+
+// state is a partial match: k units matched, starting at start.
+type state struct{ k, start int }
+
+// ringSize exceeds the longest spelling of one character: 13 bytes (\xHH
+// with the backslash spelled \U0000005c) for each of 4 UTF-8 bytes.
+const ringSize = 128
 
 // init sets m up to search text.
 func (m *matcher) init(text string) {
 	m.text = text
-	m.a, m.b = m.store[0][:0], m.store[1][:0]
 	for l := range m.bufs {
-		m.bufs[l][0], m.bufs[l][1] = m.store[2+2*l][:0], m.store[3+2*l][:0]
+		m.bufs[l][0], m.bufs[l][1] = m.store[2*l][:0], m.store[2*l+1][:0]
 	}
 }
 
+// maxWork bounds the steps (unit matches plus set comparisons) spent on
+// one text. Real texts and secrets need a few hundred; only adversarial
+// ones (a long secret of backslashes against a long run of them) reach it,
+// and then the whole text is withheld rather than half-checked.
+const maxWork = 1 << 18
+
 // addPos adds p to the set s.
-func addPos(s []int, p int) []int {
+func (m *matcher) addPos(s []int, p int) []int {
+	m.work += len(s) + 1
 	for _, q := range s {
 		if q == p {
 			return s
@@ -167,12 +196,15 @@ func addPos(s []int, p int) []int {
 // unitEnds adds to out every position where u, spelled with up to level
 // rounds of escaping, ends if it starts at p.
 func (m *matcher) unitEnds(p int, u *unit, level int, out []int) []int {
+	if m.work > maxWork {
+		return out
+	}
 	t := m.text[p:]
 	if strings.HasPrefix(t, u.raw) {
-		out = addPos(out, p+len(u.raw))
+		out = m.addPos(out, p+len(u.raw))
 	}
 	if u.bad && strings.HasPrefix(t, "\uFFFD") {
-		out = addPos(out, p+len("\uFFFD"))
+		out = m.addPos(out, p+len("\uFFFD"))
 	}
 	if level == 0 || u.plain || t == "" || !mayStartEscape[t[0]] {
 		return out
@@ -201,39 +233,16 @@ func (m *matcher) spellEnds(p int, sp string, level int, out []int) []int {
 			case !plainByte[c]:
 				next = m.unitEnds(q, &asciiUnits[c], level, next)
 			case q < len(m.text) && (m.text[q] == c || 'a' <= c && c <= 'f' && i > 0 && sp[i-1] != '\\' && m.text[q] == c-'a'+'A'):
-				next = addPos(next, q+1)
+				next = m.addPos(next, q+1)
 			}
 		}
 		cur, next = next, cur
 	}
 	for _, q := range cur {
-		out = addPos(out, q)
+		out = m.addPos(out, q)
 	}
 	m.bufs[level][0], m.bufs[level][1] = cur, next
 	return out
-}
-
-// end returns where the longest spelling of n that starts at p ends, or -1.
-func (m *matcher) end(p int, n *needle) int {
-	cur := append(m.a[:0], p)
-	next := m.b[:0]
-	for i := range n.units {
-		next = next[:0]
-		for _, q := range cur {
-			next = m.unitEnds(q, n.units[i], Depth, next)
-		}
-		if len(next) == 0 {
-			m.a, m.b = cur, next
-			return -1
-		}
-		cur, next = next, cur
-	}
-	m.a, m.b = cur, next
-	e := -1
-	for _, q := range cur {
-		e = max(e, q)
-	}
-	return e
 }
 
 // span is a half-open byte range of the text that holds a secret.
@@ -259,15 +268,76 @@ func find(t string, n *needle, spans []span, mp **matcher) []span {
 		*mp = new(matcher)
 		(*mp).init(t)
 	}
-	m := *mp
+	return (*mp).scan(n, spans)
+}
+
+// endsAt returns where u ends if it starts at p, computing it once per
+// unit and position: a secret repeating a character asks many times.
+func (m *matcher) endsAt(p int, u *unit) []int {
+	for _, c := range m.memo {
+		if c.u == u {
+			return m.ends[c.from:c.to:c.to]
+		}
+	}
+	from := len(m.ends)
+	m.ends = m.unitEnds(p, u, Depth, m.ends)
+	m.memo = append(m.memo, memo{u, from, len(m.ends)})
+	return m.ends[from:len(m.ends):len(m.ends)]
+}
+
+// scan appends to spans every occurrence of n, a needle with escapable
+// characters, in m.text.
+func (m *matcher) scan(n *needle, spans []span) []span {
+	t := m.text
+	if len(m.best) < len(n.units)+1 {
+		m.best, m.seen = make([]int, len(n.units)+1), make([]int, len(n.units)+1)
+	}
+	clear(m.seen)
+	for i := range m.ring {
+		m.ring[i] = m.ring[i][:0]
+	}
 	first := n.units[0]
-	for p := 0; p < len(t); p++ {
-		c := t[p]
-		if c != first.raw[0] && (first.plain || !mayStartEscape[c]) && !(first.bad && c == 0xef) {
+	for p := 0; p <= len(t); p++ {
+		slot := &m.ring[p%ringSize]
+		states := *slot
+		if p < len(t) {
+			if c := t[p]; c == first.raw[0] || !first.plain && mayStartEscape[c] || first.bad && c == 0xef {
+				states = append(states, state{0, p})
+			}
+		}
+		if len(states) == 0 {
 			continue
 		}
-		if e := m.end(p, n); e > p {
-			spans = append(spans, span{p, e})
+		m.order = m.order[:0]
+		for _, st := range states {
+			m.work++
+			switch {
+			case m.seen[st.k] != p+1:
+				m.seen[st.k], m.best[st.k] = p+1, st.start
+				m.order = append(m.order, st.k)
+			case st.start < m.best[st.k]:
+				m.best[st.k] = st.start
+			}
+		}
+		*slot = states[:0]
+		m.ends, m.memo = m.ends[:0], m.memo[:0]
+		for _, k := range m.order {
+			start := m.best[k]
+			if k == len(n.units) {
+				spans = append(spans, span{start, p})
+				continue
+			}
+			ends := m.endsAt(p, n.units[k])
+			for _, e := range ends {
+				if e-p >= ringSize {
+					m.work = maxWork + 1 // cannot happen at Depth 2; never miss silently
+				}
+				m.ring[e%ringSize] = append(m.ring[e%ringSize], state{k + 1, start})
+				m.work++
+			}
+		}
+		if m.work > maxWork {
+			return spans
 		}
 	}
 	return spans

@@ -55,7 +55,9 @@ func NewRedactor(msgs ...proto.Message) *Redactor {
 // Redact returns s with every spelling of every secret value replaced by
 // Marker. Where spellings of one or more secrets overlap or touch, the whole
 // stretch becomes one Marker, so no part of either is left. When nothing is
-// found, s itself is returned and nothing is allocated.
+// found, s itself is returned. The work is bounded: a text that would take
+// too long to check (only adversarial ones do: a long secret of backslashes
+// or quotes against a long run of them) is replaced by Marker as a whole.
 func (r *Redactor) Redact(s string) string {
 	if r == nil || s == "" {
 		return s
@@ -66,6 +68,9 @@ func (r *Redactor) Redact(s string) string {
 	)
 	for i := range r.needles {
 		spans = find(s, &r.needles[i], spans, &m)
+	}
+	if m != nil && m.work > maxWork {
+		return Marker // too costly to check: withhold it all
 	}
 	if len(spans) == 0 {
 		return s
