@@ -1,4 +1,6 @@
-// Package secrets removes secrets from CSI messages before they are logged.
+// Package secrets removes secrets from CSI messages before they are logged,
+// and from text and errors derived from them before they are logged or
+// returned.
 //
 // Which fields are secret is read from the messages' descriptors, never from
 // per-message code: a field is secret if the CSI spec marks it with the
@@ -49,7 +51,11 @@
 // are matched as is: a secret made only of them costs one strings.Index,
 // and any other secret is looked for only where its longest run of them
 // occurs. Overlapping or adjacent matches of several secrets become one
-// Marker, so no part of either is left.
+// Marker, so no part of either is left. Matching is one pass over the text
+// per secret, and its work is bounded: a text that would exceed the bound
+// (only crafted ones do, such as a secret of a hundred backslashes against
+// kilobytes of them) is replaced by Marker as a whole, never returned
+// half-checked.
 //
 // Not covered, because no escaper produces it or it cannot be matched
 // without false positives: base64, hex or hashes of a whole value (an HTTP
