@@ -136,17 +136,17 @@ func newNeedle(v string) needle {
 }
 
 // matcher finds where needles occur in one text. It runs one pass over
-// the text per needle, keeping for each position the partial matches
-// (state: units matched, earliest start) that end there; every unit takes
-// at least one byte and fewer than ringSize, so a ring of positions ahead
-// suffices. bufs[l] are scratch sets for spellEnds at level l (calls nest
-// with strictly decreasing levels, so one pair per level suffices).
+// the text per needle, keeping the partial matches (state: units matched,
+// earliest start, and the position they reach) still ahead in pend; every
+// unit takes at least one byte, so the pass only moves forward. bufs[l]
+// are scratch sets for spellEnds at level l (calls nest with strictly
+// decreasing levels, so one pair per level suffices).
 type matcher struct {
 	text  string
 	work  int // steps taken; over maxWork, matching stops
 	bufs  [Depth][2][]int
 	store [2 * Depth][8]int // initial backing for bufs
-	ring  [ringSize][]state
+	pend  []state
 	ends  []int
 	best  []int  // per units-matched count: earliest start at this position
 	seen  []int  // per units-matched count: position+1 it was last seen at
@@ -161,12 +161,8 @@ type memo struct {
 	from, to int
 }
 
-// state is a partial match: k units matched, starting at start.
-type state struct{ k, start int }
-
-// ringSize exceeds the longest spelling of one character: 13 bytes (\xHH
-// with the backslash spelled \U0000005c) for each of 4 UTF-8 bytes.
-const ringSize = 128
+// state is a partial match: k units matched from start, reaching at.
+type state struct{ at, k, start int }
 
 // init sets m up to search text.
 func (m *matcher) init(text string) {
@@ -280,7 +276,8 @@ func (m *matcher) endsAt(p int, u *unit) []int {
 		}
 	}
 	from := len(m.ends)
-	m.ends = m.unitEnds(p, u, Depth, m.ends)
+	// A set of its own: unitEnds dedupes against everything in out.
+	m.ends = append(m.ends[:from], m.unitEnds(p, u, Depth, m.ends[from:from])...)
 	m.memo = append(m.memo, memo{u, from, len(m.ends)})
 	return m.ends[from:len(m.ends):len(m.ends)]
 }
@@ -293,33 +290,36 @@ func (m *matcher) scan(n *needle, spans []span) []span {
 		m.best, m.seen = make([]int, len(n.units)+1), make([]int, len(n.units)+1)
 	}
 	clear(m.seen)
-	for i := range m.ring {
-		m.ring[i] = m.ring[i][:0]
-	}
 	first := n.units[0]
+	pend := m.pend[:0]
+	defer func() { m.pend = pend[:0] }()
 	for p := 0; p <= len(t); p++ {
-		slot := &m.ring[p%ringSize]
-		states := *slot
-		if p < len(t) {
-			if c := t[p]; c == first.raw[0] || !first.plain && mayStartEscape[c] || first.bad && c == 0xef {
-				states = append(states, state{0, p})
-			}
-		}
-		if len(states) == 0 {
-			continue
-		}
 		m.order = m.order[:0]
-		for _, st := range states {
+		at := func(k, start int) {
 			m.work++
 			switch {
-			case m.seen[st.k] != p+1:
-				m.seen[st.k], m.best[st.k] = p+1, st.start
-				m.order = append(m.order, st.k)
-			case st.start < m.best[st.k]:
-				m.best[st.k] = st.start
+			case m.seen[k] != p+1:
+				m.seen[k], m.best[k] = p+1, start
+				m.order = append(m.order, k)
+			case start < m.best[k]:
+				m.best[k] = start
 			}
 		}
-		*slot = states[:0]
+		if p < len(t) {
+			if c := t[p]; c == first.raw[0] || !first.plain && mayStartEscape[c] || first.bad && c == 0xef {
+				at(0, p)
+			}
+		}
+		m.work += len(pend)
+		for i := 0; i < len(pend); {
+			if st := pend[i]; st.at == p {
+				at(st.k, st.start)
+				pend[i] = pend[len(pend)-1]
+				pend = pend[:len(pend)-1]
+				continue
+			}
+			i++
+		}
 		m.ends, m.memo = m.ends[:0], m.memo[:0]
 		for _, k := range m.order {
 			start := m.best[k]
@@ -327,12 +327,8 @@ func (m *matcher) scan(n *needle, spans []span) []span {
 				spans = append(spans, span{start, p})
 				continue
 			}
-			ends := m.endsAt(p, n.units[k])
-			for _, e := range ends {
-				if e-p >= ringSize {
-					m.work = maxWork + 1 // cannot happen at Depth 2; never miss silently
-				}
-				m.ring[e%ringSize] = append(m.ring[e%ringSize], state{k + 1, start})
+			for _, e := range m.endsAt(p, n.units[k]) {
+				pend = append(pend, state{e, k + 1, start})
 				m.work++
 			}
 		}
