@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -74,18 +73,11 @@ func TestEveryLineCarriesTheRequestID(t *testing.T) {
 	s := serve(t, d, csikit.Options{NodeID: "node-1", Journal: idempotency.NewMemoryJournal(),
 		Logger: slog.New(slog.NewJSONHandler(&serverLog, debug))})
 
-	dir, err := os.MkdirTemp("/work/scratch/secrets", "reqlog")
-	if err != nil {
-		dir, err = os.MkdirTemp("", "reqlog")
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := t.TempDir()
 	staging, target := filepath.Join(dir, "staging"), filepath.Join(dir, "target")
-	t.Cleanup(func() {
+	t.Cleanup(func() { // before TempDir's removal, even if the test failed
 		unix.Unmount(target, unix.MNT_DETACH)
 		unix.Unmount(staging, unix.MNT_DETACH)
-		os.RemoveAll(dir)
 	})
 	mountCap := &csi.VolumeCapability{
 		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
