@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"sync"
 	"time"
+
+	"github.com/csikit/csikit/internal/logctx"
 )
 
 // Runner runs an external command with argv semantics (no shell) and returns
@@ -78,7 +80,10 @@ type Options struct {
 	Runner Runner
 	// Logger receives one line per state change (format, mount, unmount,
 	// cleanup of a corrupt mount). Mount options marked sensitive are
-	// never logged. Default: discard.
+	// never logged. During a call served by csikit (see
+	// csi/logging.FromContext), each line carries the call's request ID
+	// and method, and a nil Logger means the call's logger; outside a
+	// call, nil discards.
 	Logger *slog.Logger
 }
 
@@ -100,13 +105,15 @@ type targetLock struct {
 
 // New returns a Mounter configured by opts.
 func New(opts Options) *Mounter {
-	m := &Mounter{run: opts.Runner, log: opts.Logger, locks: map[string]*targetLock{}}
+	m := &Mounter{run: opts.Runner, locks: map[string]*targetLock{}}
 	if m.run == nil {
 		m.run = ExecRunner()
 	}
-	if m.log == nil {
-		m.log = slog.New(slog.DiscardHandler)
+	var base slog.Handler // nil: the call's logger
+	if opts.Logger != nil {
+		base = opts.Logger.Handler()
 	}
+	m.log = slog.New(logctx.NewHandler(base))
 	return m
 }
 
