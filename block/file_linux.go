@@ -148,9 +148,11 @@ func checkBound(opts MountOptions, rdev uint64) error {
 }
 
 // UnmountBlock removes every bind mount on target and then the target file
-// itself. A target that does not exist, or is not mounted, is fine. A busy
-// mount gives codes.FailedPrecondition and leaves the target in place; a
-// directory at target is never removed (codes.FailedPrecondition).
+// itself, if it is what EnsureBlock makes: an empty regular file. A target
+// that does not exist, or is not mounted, is fine. A busy mount gives
+// codes.FailedPrecondition and leaves the target in place; a directory, a
+// file holding data, a symlink or any other file type at target is never
+// removed (codes.FailedPrecondition).
 func UnmountBlock(ctx context.Context, target string) error {
 	if err := checkPath("target", target); err != nil {
 		return err
@@ -193,9 +195,16 @@ peel:
 	if err != nil {
 		return errorf(codes.Internal, err, "inspect block target %s", target)
 	}
-	if fi.IsDir() {
+	switch m := fi.Mode(); {
+	case m.IsDir():
 		return errorf(codes.FailedPrecondition, nil,
 			"block target %s is a directory; refusing to remove it", target)
+	case !m.IsRegular():
+		return errorf(codes.FailedPrecondition, nil,
+			"block target %s has file type %s, not the empty file EnsureBlock makes: left in place", target, m.Type())
+	case fi.Size() != 0:
+		return errorf(codes.FailedPrecondition, nil,
+			"block target %s is a file holding %d bytes, not the empty file EnsureBlock makes: left in place", target, fi.Size())
 	}
 	if err := os.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return errorf(codes.Internal, err, "remove block target %s", target)
