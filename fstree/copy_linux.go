@@ -27,6 +27,9 @@ type copier struct {
 	stats CopyStats
 	data  []byte // read/write buffer when copy_file_range cannot be used
 	noCFR bool
+	// dstDev and dstIno identify the destination root, so a destination
+	// inside the source is never copied into itself.
+	dstDev, dstIno uint64
 }
 
 func copyTree(ctx context.Context, src, dst string, opts CopyOptions) (CopyStats, error) {
@@ -67,7 +70,12 @@ func copyTree(ctx context.Context, src, dst string, opts CopyOptions) (CopyStats
 		}
 		return CopyStats{}, sysError("open", dst, err)
 	}
-	c := &copier{walker: newWalker(ctx), opts: opts, left: opts.MaxBytes}
+	var dst0 unix.Stat_t
+	if err := unix.Fstat(dfd, &dst0); err != nil {
+		unix.Close(dfd)
+		return CopyStats{}, sysError("stat", dst, err)
+	}
+	c := &copier{walker: newWalker(ctx), opts: opts, left: opts.MaxBytes, dstDev: dst0.Dev, dstIno: dst0.Ino}
 	if c.left == 0 {
 		c.left = math.MaxInt64
 	}
@@ -166,6 +174,9 @@ func (c *copier) copyEntry(sfd, dfd int, name, sp, dp string) error {
 	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
+		if st.Dev == c.dstDev && st.Ino == c.dstIno {
+			return codederr.Errorf(codes.InvalidArgument, nil, "copy: the destination %s is inside the source", sp)
+		}
 		fd, err := unix.Openat(pfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return sysError("open", sp, err)

@@ -253,9 +253,16 @@ func TestCopyErrors(t *testing.T) {
 			wantCode(t, err, c.want)
 		})
 	}
+	// A destination inside the source is not copied into itself, and the
+	// source keeps what it had.
+	_, err := fstree.Copy(ctx, d, filepath.Join(d, "inside"), fstree.CopyOptions{})
+	wantCode(t, err, codes.InvalidArgument)
+	wantMissing(t, filepath.Join(d, "inside"))
+	wantContent(t, filepath.Join(d, "file"), "x")
+
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	_, err := fstree.Copy(cctx, d, filepath.Join(d, "cancelled"), fstree.CopyOptions{})
+	_, err = fstree.Copy(cctx, d, filepath.Join(d, "cancelled"), fstree.CopyOptions{})
 	wantCode(t, err, codes.Canceled)
 }
 

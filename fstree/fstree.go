@@ -89,7 +89,8 @@ func Remove(ctx context.Context, dir string, opts RemoveOptions) error {
 // (ACLs, SELinux labels) and copies each hard link as a file of its own.
 // Device nodes follow opts.CopyDevices; FIFOs and sockets are re-created.
 //
-// A mount point below src gives codes.FailedPrecondition naming it; a
+// A mount point below src gives codes.FailedPrecondition naming it; a dst
+// inside src codes.InvalidArgument; a
 // tree over opts.MaxBytes codes.OutOfRange; a full destination
 // codes.ResourceExhausted; a missing src codes.NotFound; a dst that exists
 // and is not an empty directory codes.AlreadyExists. On every error,
