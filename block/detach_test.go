@@ -88,3 +88,54 @@ func TestUnmountBlockRemovesOnlyEmptyFile(t *testing.T) {
 		t.Fatalf("empty target after UnmountBlock: %v, want removed", err)
 	}
 }
+
+// TestMountBlockRefusesSymlinks: a symlinked parent of the target (or a
+// symlink as the target) is refused with FailedPrecondition; nothing is
+// created or bound behind it, and UnmountBlock does not go through it
+// either.
+func TestMountBlockRefusesSymlinks(t *testing.T) {
+	requireRoot(t)
+	ctx := context.Background()
+	dev, _ := attach(t, 16<<20, block.LoopOptions{})
+	d := t.TempDir()
+	elsewhere := d + "/elsewhere"
+	if err := os.MkdirAll(elsewhere, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(elsewhere+"/file", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(d+"/pods", 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, d+"/pods/uid"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, p := range []string{elsewhere + "/file", elsewhere + "/new/dev"} {
+			for isMounted(t, p) {
+				if err := unix.Unmount(p, unix.MNT_DETACH); err != nil {
+					t.Errorf("cleanup: %v", err)
+					break
+				}
+			}
+		}
+	})
+	for _, target := range []string{d + "/pods/uid/file", d + "/pods/uid/new/dev"} {
+		err := block.MountBlock(ctx, block.MountOptions{Device: dev, Target: target})
+		wantCode(t, err, codes.FailedPrecondition)
+		if !strings.Contains(err.Error(), "symlink") {
+			t.Errorf("error %v does not say why", err)
+		}
+	}
+	if isMounted(t, elsewhere+"/file") {
+		t.Fatal("the device was bound behind the symlink")
+	}
+	if _, err := os.Lstat(elsewhere + "/new"); !os.IsNotExist(err) {
+		t.Fatalf("MountBlock created a directory behind the symlink: %v", err)
+	}
+	wantCode(t, block.UnmountBlock(ctx, d+"/pods/uid/file"), codes.FailedPrecondition)
+	if _, err := os.Lstat(elsewhere + "/file"); err != nil {
+		t.Fatalf("UnmountBlock removed the file behind the symlink: %v", err)
+	}
+}

@@ -7,6 +7,11 @@
 //   - Every path argument must be absolute and clean (filepath.Clean leaves it
 //     unchanged); anything else is rejected with codes.InvalidArgument before
 //     the file system is touched, so a request cannot steer a call with "..".
+//   - No symlink in a target path is followed, in a parent or as the last
+//     component: EnsureBlock, MountBlock and UnmountBlock open the path
+//     component by component with O_NOFOLLOW (internal/safepath), create
+//     and remove relative to the parent's descriptor, and bind through
+//     /proc/self/fd/N; a symlink gives codes.FailedPrecondition naming it.
 //   - EnsureBlock and MountBlock are idempotent: a retry with the same
 //     arguments succeeds without stacking a second mount; a target that is a
 //     directory, or bound to a different device, is refused with a gRPC code

@@ -135,6 +135,20 @@ func TestPublishRefusesSymlinks(t *testing.T) {
 		t.Fatalf("Unpublish removed the directory behind the symlink: %v", err)
 	}
 
+	// Stage and Unstage refuse a symlinked staging path the same way.
+	stageAt := filepath.Join(pods, "uid", "staging")
+	cleanupMounts(t, filepath.Join(elsewhere, "staging"))
+	err := m.Stage(ctx, mount.StageOptions{Device: "tmpfs", FSType: "tmpfs", Target: stageAt})
+	wantCode(t, err, codes.FailedPrecondition)
+	if _, err := os.Lstat(filepath.Join(elsewhere, "staging")); !os.IsNotExist(err) {
+		t.Fatalf("Stage created or mounted behind the symlink: %v", err)
+	}
+	tmpfsAt(t, filepath.Join(elsewhere, "staged"))
+	wantCode(t, m.Unstage(ctx, filepath.Join(pods, "uid", "staged"), mount.UnmountOptions{}), codes.FailedPrecondition)
+	if !mounted(filepath.Join(elsewhere, "staged")) {
+		t.Fatal("Unstage unmounted through a symlinked parent")
+	}
+
 	// The same paths without symlinks work.
 	if err := m.Publish(ctx, mount.PublishOptions{Source: staging, Target: target}); err != nil {
 		t.Fatalf("Publish: %v", err)
