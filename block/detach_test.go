@@ -5,6 +5,7 @@ package block_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/block"
+	"github.com/csikit/csikit/internal/testenv"
 )
 
 // TestDetachLoopInUse: LOOP_CLR_FD on a device someone holds open succeeds
@@ -137,5 +139,39 @@ func TestMountBlockRefusesSymlinks(t *testing.T) {
 	wantCode(t, block.UnmountBlock(ctx, d+"/pods/uid/file"), codes.FailedPrecondition)
 	if _, err := os.Lstat(elsewhere + "/file"); err != nil {
 		t.Fatalf("UnmountBlock removed the file behind the symlink: %v", err)
+	}
+}
+
+// TestDetachLoopMounted: a device holding a mounted file system is in use
+// too; once unmounted it detaches.
+func TestDetachLoopMounted(t *testing.T) {
+	requireRoot(t)
+	testenv.RequireCommand(t, "mkfs.ext4", "e2fsprogs")
+	ctx := context.Background()
+	dev, file := attach(t, 32<<20, block.LoopOptions{})
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", dev).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v: %s", err, out)
+	}
+	mnt := t.TempDir()
+	if err := unix.Mount(dev, mnt, "ext4", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if isMounted(t, mnt) {
+			_ = unix.Unmount(mnt, unix.MNT_DETACH)
+		}
+	})
+	wantCode(t, block.DetachLoop(ctx, dev), codes.FailedPrecondition)
+	if _, ok, err := block.FindLoop(ctx, file); err != nil || !ok {
+		t.Fatalf("device gone after a refused detach: %t, %v", ok, err)
+	}
+	if err := unix.Unmount(mnt, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := block.DetachLoop(ctx, dev); err != nil {
+		t.Fatalf("DetachLoop after unmounting: %v", err)
+	}
+	if _, ok, err := block.FindLoop(ctx, file); err != nil || ok {
+		t.Fatalf("FindLoop after DetachLoop: %t, %v, want detached", ok, err)
 	}
 }
