@@ -19,6 +19,10 @@ import (
 // the budget are checked at least this often.
 const copyChunk = 8 << 20
 
+// smallCopy is the size up to which data goes through a buffer rather
+// than copy_file_range.
+const smallCopy = 64 << 10
+
 // copier is one Copy's state.
 type copier struct {
 	*walker
@@ -233,85 +237,90 @@ func (c *copier) copyFile(pfd int, st *unix.Stat_t, dfd int, name, sp, dp string
 		return sysError("open", sp, err)
 	}
 	defer unix.Close(in)
-	var ist unix.Stat_t
-	if err := unix.Fstat(in, &ist); err != nil {
-		return sysError("stat", sp, err)
-	}
-	if ist.Dev != st.Dev || ist.Ino != st.Ino {
-		return codederr.Errorf(codes.Internal, nil, "copy %s: reopened a different file", sp)
-	}
 	out, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return sysError("create", dp, err)
 	}
 	defer unix.Close(out)
-	if err := c.copyData(in, out, sp, dp); err != nil {
+	end, err := c.copyData(in, out, st, sp, dp)
+	if err != nil {
 		return err
 	}
-	// The size (a trailing hole included) as the file is now.
-	if err := unix.Fstat(in, &ist); err != nil {
-		return sysError("stat", sp, err)
-	}
-	if err := unix.Ftruncate(out, ist.Size); err != nil {
-		return sysError("truncate", dp, err)
+	// A trailing hole: set the size (as it was when the copy began).
+	if end < st.Size {
+		if err := unix.Ftruncate(out, st.Size); err != nil {
+			return sysError("truncate", dp, err)
+		}
 	}
 	c.stats.Files++
 	return c.setAttrs(out, "", st, dp)
 }
 
-// copyData copies the data extents of in to the same offsets of out,
-// leaving holes unwritten, within the byte budget.
-func (c *copier) copyData(in, out int, sp, dp string) error {
-	var off int64
+// copyData copies the data extents of in (with stat st, taken when the
+// copy of this file began) to the same offsets of out, leaving holes
+// unwritten, within the byte budget. It returns the end of the last data
+// written. A file with as many blocks as bytes has no holes and is copied
+// in one go, without asking for its extents.
+func (c *copier) copyData(in, out int, st *unix.Stat_t, sp, dp string) (int64, error) {
+	if st.Blocks*512 >= st.Size {
+		return c.copyRange(in, out, 0, st.Size, sp, dp)
+	}
+	var off, written int64
 	for {
 		data, err := unix.Seek(in, off, unix.SEEK_DATA)
 		if errors.Is(err, unix.ENXIO) {
-			return nil // no data after off
+			return written, nil // no data after off
 		}
 		var end int64
 		if err != nil {
 			// No SEEK_DATA support: everything up to the size is data.
-			var st unix.Stat_t
-			if err := unix.Fstat(in, &st); err != nil {
-				return sysError("stat", sp, err)
-			}
 			data, end = off, st.Size
 		} else if end, err = unix.Seek(in, data, unix.SEEK_HOLE); err != nil {
-			return sysError("seek", sp, err)
+			return written, sysError("seek", sp, err)
 		}
 		if end <= data {
-			return nil
+			return written, nil
 		}
-		for data < end {
-			if err := c.ctx.Err(); err != nil {
-				return codederr.FromContext(err, "copy stopped at %s", sp)
-			}
-			n := min(end-data, copyChunk)
-			if n > c.left {
-				return codederr.Errorf(codes.OutOfRange, nil,
-					"copy %s: the tree holds more than the %d bytes allowed: give the destination a larger capacity",
-					sp, c.opts.MaxBytes)
-			}
-			done, err := c.move(in, out, data, n)
-			if err != nil {
-				return sysError("copy data to", dp, err)
-			}
-			if done == 0 {
-				return nil // the file shrank meanwhile
-			}
-			data += done
-			c.left -= done
-			c.stats.Bytes += done
+		if written, err = c.copyRange(in, out, data, end, sp, dp); err != nil || written < end {
+			return written, err // an error, or the file shrank meanwhile
 		}
 		off = end
 	}
 }
 
+// copyRange copies [data, end) of in to out within the byte budget and
+// returns where it stopped (before end if the file shrank meanwhile).
+func (c *copier) copyRange(in, out int, data, end int64, sp, dp string) (int64, error) {
+	for data < end {
+		if err := c.ctx.Err(); err != nil {
+			return data, codederr.FromContext(err, "copy stopped at %s", sp)
+		}
+		n := min(end-data, copyChunk)
+		if n > c.left {
+			return data, codederr.Errorf(codes.OutOfRange, nil,
+				"copy %s: the tree holds more than the %d bytes allowed: give the destination a larger capacity",
+				sp, c.opts.MaxBytes)
+		}
+		done, err := c.move(in, out, data, n)
+		if err != nil {
+			return data, sysError("copy data to", dp, err)
+		}
+		if done == 0 {
+			return data, nil // the file shrank meanwhile
+		}
+		data += done
+		c.left -= done
+		c.stats.Bytes += done
+	}
+	return data, nil
+}
+
 // move copies n bytes at off from in to out, with copy_file_range (no
 // copies through user space, reflinks where the file system can) or with
-// pread and pwrite where the kernel cannot.
+// pread and pwrite for small ranges (two cheap calls beat the splice
+// set-up) and where the kernel cannot.
 func (c *copier) move(in, out int, off, n int64) (int64, error) {
-	if !c.noCFR {
+	if !c.noCFR && n > smallCopy {
 		roff, woff := off, off
 		done, err := unix.CopyFileRange(in, &roff, out, &woff, int(n), 0)
 		switch {
