@@ -30,9 +30,12 @@ var helperFSTypes = map[string]bool{
 // blank device first. It never formats a device that carries any file
 // system or partition table: if that is not opts.FSType it refuses with
 // codes.FailedPrecondition. It is idempotent: a retry finding the same
-// device mounted there with the same read-only setting returns nil; a
-// target mounted from another device, or read-only when it should not be,
-// gives codes.AlreadyExists. A corrupt mount at the target is unmounted and
+// device (see checkStaged: by device number, or for file systems without
+// one by source name and the mount ID this Mounter recorded) mounted there
+// as the same file system type with the same per-mount flags and read-only
+// setting returns nil; anything else at the target gives
+// codes.AlreadyExists. A symlink in the target path gives
+// codes.FailedPrecondition. A corrupt mount at the target is unmounted and
 // replaced. A missing device gives codes.NotFound.
 func (m *Mounter) Stage(ctx context.Context, o StageOptions) error {
 	if o.FSType == "" {
