@@ -280,3 +280,84 @@ func TestRepeatNeedsSameMount(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPublishSymlinkSwapRace exchanges a parent directory of the target
+// with a symlink to another directory as fast as it can while Publish and
+// Unpublish run. Publish may refuse (it saw the symlink) or succeed, but a
+// bind mount must never land in the other directory.
+func TestPublishSymlinkSwapRace(t *testing.T) {
+	requireRoot(t)
+	ctx := context.Background()
+	m := mount.New(mount.Options{})
+	d := t.TempDir()
+	staging := filepath.Join(d, "staging")
+	tmpfsAt(t, staging)
+	pods := filepath.Join(d, "pods")
+	real := filepath.Join(pods, "uid")
+	elsewhere := filepath.Join(d, "elsewhere")
+	for _, p := range []string{filepath.Join(real, "mount"), filepath.Join(elsewhere, "mount")} {
+		if err := os.MkdirAll(p, 0o750); err != nil {
+			t.Fatal(err)
+		}
+	}
+	swap := filepath.Join(pods, "swap")
+	if err := os.Symlink(elsewhere, swap); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(real, "mount")
+	// Wherever the real directory is when the test ends, unmount there.
+	cleanupMounts(t, target, filepath.Join(swap, "mount"), filepath.Join(elsewhere, "mount"))
+
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := unix.Renameat2(unix.AT_FDCWD, real, unix.AT_FDCWD, swap, unix.RENAME_EXCHANGE); err != nil {
+				t.Errorf("exchange: %v", err)
+				return
+			}
+		}
+	}()
+	published, refused := 0, 0
+	for i := 0; i < 300; i++ {
+		err := m.Publish(ctx, mount.PublishOptions{Source: staging, Target: target})
+		if err == nil {
+			published++
+		} else {
+			refused++
+		}
+		if mounted(filepath.Join(elsewhere, "mount")) {
+			close(stop)
+			<-done
+			t.Fatalf("round %d: a bind mount landed in %s", i, elsewhere)
+		}
+		// Unpublish may be refused while the path is a symlink; the mount
+		// stays on the real directory until a later round.
+		_ = m.Unpublish(ctx, target, mount.UnmountOptions{})
+	}
+	close(stop)
+	<-done
+	// Put the real directory back at its name and clean up.
+	var st unix.Stat_t
+	if err := unix.Lstat(real, &st); err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		if err := unix.Renameat2(unix.AT_FDCWD, real, unix.AT_FDCWD, swap, unix.RENAME_EXCHANGE); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Unpublish(ctx, target, mount.UnmountOptions{}); err != nil && mounted(target) {
+		t.Fatalf("final Unpublish: %v", err)
+	}
+	if mounted(filepath.Join(elsewhere, "mount")) {
+		t.Fatal("a bind mount landed in the other directory")
+	}
+	t.Logf("%d published, %d refused", published, refused)
+	if published == 0 || refused == 0 {
+		t.Logf("the race did not hit both outcomes this time")
+	}
+}
