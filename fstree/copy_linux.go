@@ -58,21 +58,35 @@ func copyTree(ctx context.Context, src, dst string, opts CopyOptions) (CopyStats
 		return CopyStats{}, mountError("copy "+src, mounts[0])
 	}
 
-	created := true
-	if err := unix.Mkdir(dst, 0o700); errors.Is(err, unix.EEXIST) {
-		created = false
-	} else if err != nil {
-		if isNotExist(err) {
-			return CopyStats{}, codederr.Errorf(codes.NotFound, err, "parent of copy destination %s", dst)
+	// A dst that does not exist yet is built under a hidden sibling name and
+	// renamed into place at the end, so even a crash (SIGKILL) mid-copy
+	// never leaves a half copy at dst; the next Copy to dst removes the
+	// stale sibling first. An existing empty dst is filled in place.
+	work, created := dst, false
+	var lst unix.Stat_t
+	switch err := unix.Lstat(dst, &lst); {
+	case isNotExist(err):
+		created, work = true, partialPath(dst)
+		if err := remove(context.WithoutCancel(ctx), work, RemoveOptions{}); err != nil {
+			return CopyStats{}, err
 		}
-		return CopyStats{}, sysError("create", dst, err)
+		if err := unix.Mkdir(work, 0o700); err != nil {
+			if isNotExist(err) {
+				return CopyStats{}, codederr.Errorf(codes.NotFound, err, "parent of copy destination %s", dst)
+			}
+			return CopyStats{}, sysError("create", work, err)
+		}
+	case err != nil:
+		return CopyStats{}, sysError("lstat", dst, err)
+	case lst.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return CopyStats{}, codederr.Errorf(codes.AlreadyExists, nil, "copy destination %s exists and is not a directory", dst)
 	}
-	dfd, err := openRoot(dst)
+	dfd, err := openRoot(work)
 	if err != nil {
 		if !created && (errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR)) {
 			return CopyStats{}, codederr.Errorf(codes.AlreadyExists, err, "copy destination %s exists and is not a directory", dst)
 		}
-		return CopyStats{}, sysError("open", dst, err)
+		return CopyStats{}, sysError("open", work, err)
 	}
 	var dst0 unix.Stat_t
 	if err := unix.Fstat(dfd, &dst0); err != nil {
@@ -99,13 +113,22 @@ func copyTree(ctx context.Context, src, dst string, opts CopyOptions) (CopyStats
 			return CopyStats{}, sysError("prepare", dst, err)
 		}
 	}
-	err = c.copyDir(sfd, dfd, src, dst)
+	err = c.copyDir(sfd, dfd, src, work)
 	if err == nil {
 		var st unix.Stat_t
 		if err = unix.Fstat(sfd, &st); err != nil {
 			err = sysError("stat", src, err)
 		} else {
-			err = c.setAttrs(dfd, "", &st, dst)
+			err = c.setAttrs(dfd, "", &st, work)
+		}
+	}
+	if err == nil && created {
+		// RENAME_NOREPLACE: a dst made by someone else meanwhile stays.
+		err = unix.Renameat2(unix.AT_FDCWD, work, unix.AT_FDCWD, dst, unix.RENAME_NOREPLACE)
+		if errors.Is(err, unix.EEXIST) {
+			err = codederr.Errorf(codes.AlreadyExists, err, "copy destination %s was created by someone else during the copy", dst)
+		} else if err != nil {
+			err = sysError("rename into place", dst, err)
 		}
 	}
 	if err == nil {
@@ -116,10 +139,10 @@ func copyTree(ctx context.Context, src, dst string, opts CopyOptions) (CopyStats
 	// Undo: remove what was made, with a context of its own so a cancelled
 	// copy still cleans up.
 	clean := newWalker(context.WithoutCancel(ctx))
-	cerr := clean.removeContents(dfd, dst)
+	cerr := clean.removeContents(dfd, work)
 	unix.Close(dfd)
 	if cerr == nil && created {
-		if rerr := unix.Rmdir(dst); rerr != nil && !isNotExist(rerr) {
+		if rerr := unix.Rmdir(work); rerr != nil && !isNotExist(rerr) {
 			cerr = rerr
 		}
 	}
@@ -387,4 +410,10 @@ func (c *copier) setAttrs(fd int, name string, st *unix.Stat_t, path string) err
 		return sysError("set times of", path, err)
 	}
 	return nil
+}
+
+// partialPath is where Copy builds a new dst before renaming it into
+// place: a hidden sibling.
+func partialPath(dst string) string {
+	return filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".fstree-partial")
 }
