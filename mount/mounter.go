@@ -96,6 +96,35 @@ type Mounter struct {
 
 	mu    sync.Mutex
 	locks map[string]*targetLock
+	// staged holds the mount ID of each file system without a device node
+	// (tmpfs, nfs, ...) this Mounter staged, by target, so a repeated Stage
+	// can tell its own mount from another one of the same source name
+	// (device numbers of such file systems are reused at once). It lives
+	// as long as the Mounter.
+	staged map[string]uint64
+}
+
+// remember records the mount ID of the device-less file system staged at
+// target.
+func (m *Mounter) remember(target string, dev uint64) {
+	m.mu.Lock()
+	m.staged[target] = dev
+	m.mu.Unlock()
+}
+
+// forget drops the record of target (it was unstaged).
+func (m *Mounter) forget(target string) {
+	m.mu.Lock()
+	delete(m.staged, target)
+	m.mu.Unlock()
+}
+
+// recorded returns the mount ID remembered for target.
+func (m *Mounter) recorded(target string) (uint64, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	dev, ok := m.staged[target]
+	return dev, ok
 }
 
 type targetLock struct {
@@ -105,7 +134,7 @@ type targetLock struct {
 
 // New returns a Mounter configured by opts.
 func New(opts Options) *Mounter {
-	m := &Mounter{run: opts.Runner, locks: map[string]*targetLock{}}
+	m := &Mounter{run: opts.Runner, locks: map[string]*targetLock{}, staged: map[string]uint64{}}
 	if m.run == nil {
 		m.run = ExecRunner()
 	}

@@ -72,7 +72,7 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 	}()
 	switch v.Kind {
 	case kindDir:
-		err = d.mounter.Publish(ctx, mount.PublishOptions{Source: d.volumeDir(v.ID), Target: staging})
+		err = d.mounter.Publish(ctx, mount.PublishOptions{Source: d.volumeDir(v.ID), Target: staging, AllowUnmountedSource: true})
 	case kindBlock:
 		_, err = d.attach(ctx, &v)
 	case kindFS:
@@ -213,7 +213,7 @@ func (d *Driver) publishEphemeral(ctx context.Context, r *csi.NodePublishVolumeR
 			return nil, status.Error(codes.Internal, err.Error())
 		}
 	}
-	err := d.mounter.Publish(ctx, mount.PublishOptions{Source: d.volumeDir(id), Target: r.GetTargetPath(), ReadOnly: r.GetReadonly()})
+	err := d.mounter.Publish(ctx, mount.PublishOptions{Source: d.volumeDir(id), Target: r.GetTargetPath(), ReadOnly: r.GetReadonly(), AllowUnmountedSource: true})
 	if err != nil {
 		return nil, err
 	}
