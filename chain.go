@@ -3,14 +3,12 @@ package csikit
 import (
 	"context"
 
-	"github.com/container-storage-interface/spec/lib/go/csi"
 	grpcrecovery "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"google.golang.org/grpc"
 
 	"github.com/csikit/csikit/csi/logging"
 	"github.com/csikit/csikit/csi/recovery"
 	"github.com/csikit/csikit/csi/requestid"
-	"github.com/csikit/csikit/csi/validation"
 	"github.com/csikit/csikit/idempotency"
 	"github.com/csikit/csikit/metrics"
 )
@@ -61,12 +59,13 @@ func (s *Server) buildChain() error {
 	if s.metrics != nil {
 		chain = append(chain, s.metrics.UnaryServerInterceptor())
 	}
-	chain = append(chain, recovery.UnaryServerInterceptor(ropts), s.gate, validation.UnaryServerInterceptor(s.vcfg))
+	chain = append(chain, recovery.UnaryServerInterceptor(ropts), s.admit)
 	idem, err := idempotency.New(idempotency.Options{
-		Journal: o.Journal,
-		NewID:   o.NewID,
-		Keys:    o.LockKeys,
-		Logger:  s.log,
+		Journal:  o.Journal,
+		NewID:    o.NewID,
+		BaseKeys: lockKeys(),
+		Keys:     o.LockKeys,
+		Logger:   s.log,
 	})
 	if err != nil {
 		return err
@@ -77,24 +76,6 @@ func (s *Server) buildChain() error {
 
 	sopts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(chain...)}, o.ServerOptions...)
 	s.grpc = grpc.NewServer(sopts...)
-	csi.RegisterIdentityServer(s.grpc, identityService{s: s})
-	csi.RegisterControllerServer(s.grpc, controllerService{s: s, d: s.d})
-	csi.RegisterGroupControllerServer(s.grpc, groupService{s: s, d: s.d})
-	csi.RegisterNodeServer(s.grpc, nodeService{s: s, d: s.d})
+	s.register(s.grpc)
 	return nil
-}
-
-// gate answers Unimplemented for every RPC the server does not serve,
-// before validation, so a malformed call to a missing RPC still learns that
-// the RPC is missing.
-func (s *Server) gate(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	if served, known := s.served[info.FullMethod]; known && !served {
-		return nil, unimplemented(info.FullMethod, s.opts.Name)
-	}
-	return h(ctx, req)
-}
-
-// confirm answers ValidateVolumeCapabilities for drivers without their own.
-func (s *Server) confirm(r *csi.ValidateVolumeCapabilitiesRequest) *csi.ValidateVolumeCapabilitiesResponse {
-	return validation.Confirm(r, &s.vcfg)
 }

@@ -34,7 +34,8 @@ var driverName = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9.-]{0,61}[a-zA-Z0-9]
 // with ListenAndServe or Serve.
 type Server struct {
 	opts     Options
-	d        *dispatch
+	driver   any
+	rpcs     map[string]*bound // full method name → the table entry bound to driver
 	caps     Capabilities
 	served   map[string]bool // full method name → served (after alpha filtering)
 	vcfg     validation.Config
@@ -70,11 +71,8 @@ func NewServer(driver any, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	d := newDispatch(driver)
-	if !d.hasController() && !d.hasNode() && d.group == nil {
-		return nil, fmt.Errorf("csikit: driver %T implements no CSI service (a node plugin implements NodePublisher; a controller plugin at least one controller interface such as Provisioner)", driver)
-	}
-	if d.hasNode() && d.nodeInfo == nil && opts.NodeID == "" {
+	_, node := driver.(NodePublisher)
+	if _, info := driver.(NodeInfoer); node && !info && opts.NodeID == "" {
 		return nil, errors.New("csikit: a node plugin needs Options.NodeID or a NodeGetInfo method (NodeInfoer)")
 	}
 	if len(opts.Topology) > 0 {
@@ -85,17 +83,14 @@ func NewServer(driver any, opts Options) (*Server, error) {
 	// Every line logged with a call's context carries its request ID,
 	// also the driver's own lines when it logs through *Context methods.
 	opts.Logger = slog.New(requestid.NewHandler(opts.Logger.Handler()))
-	s := &Server{opts: opts, d: d, log: opts.Logger}
-
-	alpha := alphaMethods()
-	s.served = d.served(&opts)
-	for m := range s.served {
-		if alpha[m] && !opts.Alpha {
-			s.served[m] = false
-		}
+	s := &Server{opts: opts, driver: driver, log: opts.Logger}
+	s.bindTable()
+	if !s.servesService(csi.Controller_ServiceDesc.ServiceName) && !s.servesService(csi.Node_ServiceDesc.ServiceName) &&
+		!s.servesService(csi.GroupController_ServiceDesc.ServiceName) && !s.servesService(csi.SnapshotMetadata_ServiceDesc.ServiceName) {
+		return nil, fmt.Errorf("csikit: driver %T implements no CSI service (a node plugin implements NodePublisher; a controller plugin at least one controller interface such as Provisioner)", driver)
 	}
-	s.caps = deriveCapabilities(d, &opts, func(m string) bool { return s.served[m] })
-	s.vcfg = validationConfig(&opts, d, &s.caps)
+	s.caps = s.deriveCapabilities()
+	s.vcfg = validationConfig(&opts, driver, &s.caps)
 
 	if err := s.buildChain(); err != nil {
 		return nil, err
@@ -104,7 +99,7 @@ func NewServer(driver any, opts Options) (*Server, error) {
 }
 
 // validationConfig translates Options into the validator's terms.
-func validationConfig(o *Options, d *dispatch, caps *Capabilities) validation.Config {
+func validationConfig(o *Options, driver any, caps *Capabilities) validation.Config {
 	var c validation.Config
 	if o.VolumeModes&Mount != 0 {
 		c.AccessTypes |= validation.Mount
@@ -124,7 +119,7 @@ func validationConfig(o *Options, d *dispatch, caps *Capabilities) validation.Co
 				csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER)
 		}
 	}
-	c.ContentSources.Snapshot = d.snap != nil
+	_, c.ContentSources.Snapshot = driver.(Snapshotter)
 	c.ContentSources.Volume = caps.HasController(csi.ControllerServiceCapability_RPC_CLONE_VOLUME)
 	c.StageUnstage = caps.HasNode(csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)
 	return c
@@ -221,5 +216,8 @@ func (s *Server) shutdown() {
 // round trip: the driver's Prober when it has one, else ready. It lets a
 // /healthz handler (metrics.IdentityProbe) share the driver's readiness.
 func (s *Server) Probe(ctx context.Context, req *csi.ProbeRequest) (*csi.ProbeResponse, error) {
-	return identityService{s: s}.Probe(ctx, req)
+	if p, ok := s.driver.(Prober); ok {
+		return p.Probe(ctx, req)
+	}
+	return probeReady(s, ctx, req)
 }
