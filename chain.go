@@ -2,9 +2,11 @@ package csikit
 
 import (
 	"context"
+	"log/slog"
 
 	grpcrecovery "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 
 	"github.com/csikit/csikit/csi/logging"
 	"github.com/csikit/csikit/csi/recovery"
@@ -14,28 +16,30 @@ import (
 )
 
 // buildChain creates the gRPC server with csikit's interceptors, in this
-// order (outermost first):
+// order (outermost first), for unary and streaming calls alike — also for
+// services registered through GRPCServer:
 //
 //  1. recovery, a safety net for csikit's own interceptors.
 //  2. request ID: taken from incoming metadata or generated, in ctx.
-//  3. logging: one line per call, secrets stripped, built only when logged.
+//  3. logging: one line per call, secrets stripped, built only when logged;
+//     the level from Options.LogLevel (DefaultLogLevel).
 //  4. metrics (when Options.Registry is set): latency, codes, in-flight.
 //  5. recovery: a panic in the driver (or below) becomes codes.Internal,
 //     logged once with its stack and request ID, and counted; logging and
 //     metrics above see it as the Internal error it became. The server
 //     keeps serving.
-//  6. gate: Unimplemented for every RPC the server does not serve.
-//  7. validation: InvalidArgument & co. before the driver sees a request.
-//  8. locks and journal (idempotency): Aborted while another call holds
+//  6. admit: Unimplemented for every RPC the server does not serve, then
+//     validation (InvalidArgument & co.) before the driver sees a request;
+//     for streams, of every message received.
+//  7. locks and journal (idempotency): Aborted while another call holds
 //     the same volume, name or snapshot; names reserved before CreateVolume
 //     and CreateSnapshot run. Locks are released on every return path,
-//     panics included.
-//  9. Options.UnaryInterceptors, then the driver.
+//     panics included. Streams take locks only.
+//  8. Options.UnaryInterceptors or Options.StreamInterceptors, then the
+//     driver.
 func (s *Server) buildChain() error {
 	o := &s.opts
-	var chain []grpc.UnaryServerInterceptor
 	var onPanic func(ctx context.Context, method string, p any)
-
 	if o.Registry != nil {
 		s.metrics = metrics.NewServerMetrics(metrics.ServerOptions{
 			DriverName: o.Name,
@@ -47,19 +51,6 @@ func (s *Server) buildChain() error {
 		m := s.metrics
 		onPanic = func(_ context.Context, method string, _ any) { m.PanicRecovered(method) }
 	}
-	ropts := recovery.Options{Logger: s.log, OnPanic: onPanic}
-	chain = append(chain,
-		// The safety net around csikit's own interceptors is
-		// go-grpc-middleware's recovery; the driver's panics are handled
-		// by the inner one, which has the request at hand for redaction.
-		grpcrecovery.UnaryServerInterceptor(grpcrecovery.WithRecoveryHandlerContext(recovery.RecoveryHandler(ropts))),
-		requestid.UnaryServerInterceptor(),
-		logging.UnaryServerInterceptor(s.log, logging.Options{}),
-	)
-	if s.metrics != nil {
-		chain = append(chain, s.metrics.UnaryServerInterceptor())
-	}
-	chain = append(chain, recovery.UnaryServerInterceptor(ropts), s.admit)
 	idem, err := idempotency.New(idempotency.Options{
 		Journal:  o.Journal,
 		NewID:    o.NewID,
@@ -71,11 +62,68 @@ func (s *Server) buildChain() error {
 		return err
 	}
 	s.idem = idem
-	chain = append(chain, idem.UnaryServerInterceptor())
-	chain = append(chain, o.UnaryInterceptors...)
+	ropts := recovery.Options{Logger: s.log, OnPanic: onPanic}
+	// The safety net around csikit's own interceptors is
+	// go-grpc-middleware's recovery; the driver's panics are handled by the
+	// inner one, which has the request at hand for redaction.
+	safetyNet := grpcrecovery.WithRecoveryHandlerContext(recovery.RecoveryHandler(ropts))
+	lopts := logging.Options{Level: o.LogLevel}
+	if lopts.Level == nil {
+		lopts.Level = s.defaultLogLevel
+	}
 
-	sopts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(chain...)}, o.ServerOptions...)
+	unary := []grpc.UnaryServerInterceptor{
+		grpcrecovery.UnaryServerInterceptor(safetyNet),
+		requestid.UnaryServerInterceptor(),
+		logging.UnaryServerInterceptor(s.log, lopts),
+	}
+	stream := []grpc.StreamServerInterceptor{
+		grpcrecovery.StreamServerInterceptor(safetyNet),
+		requestid.StreamServerInterceptor(),
+		logging.StreamServerInterceptor(s.log, lopts),
+	}
+	if s.metrics != nil {
+		unary = append(unary, s.metrics.UnaryServerInterceptor())
+		stream = append(stream, s.metrics.StreamServerInterceptor())
+	}
+	unary = append(unary, recovery.UnaryServerInterceptor(ropts), s.admit, idem.UnaryServerInterceptor())
+	unary = append(unary, o.UnaryInterceptors...)
+	stream = append(stream, recovery.StreamServerInterceptor(ropts), s.admitStream, idem.StreamServerInterceptor())
+	stream = append(stream, o.StreamInterceptors...)
+
+	sopts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...)}, o.ServerOptions...)
 	s.grpc = grpc.NewServer(sopts...)
 	s.register(s.grpc)
 	return nil
+}
+
+// DefaultLogLevel is the level of a call's "call finished" line when
+// Options.LogLevel is nil. A successful call logs at Info when its RPC
+// changes state (CreateVolume, NodePublishVolume, …; the table's mutating
+// entries) and at Debug otherwise: the RPCs COs poll (Probe,
+// GetPluginInfo, Get*Capabilities, NodeGetInfo, NodeGetVolumeStats) and
+// every other read, so a kubelet polling stats for hundreds of volumes does
+// not flood an Info log. A failed call logs at
+// logging.DefaultCodeToLevel's level for its code.
+func DefaultLogLevel(fullMethod string, c codes.Code) slog.Level {
+	if c != codes.OK {
+		return logging.DefaultCodeToLevel(c)
+	}
+	for i := range rpcs {
+		if rpcs[i].method == fullMethod && rpcs[i].mutates {
+			return slog.LevelInfo
+		}
+	}
+	return slog.LevelDebug
+}
+
+// defaultLogLevel is DefaultLogLevel with the server's table at hand.
+func (s *Server) defaultLogLevel(fullMethod string, c codes.Code) slog.Level {
+	if c != codes.OK {
+		return logging.DefaultCodeToLevel(c)
+	}
+	if b := s.rpcs[fullMethod]; b != nil && b.mutates {
+		return slog.LevelInfo
+	}
+	return slog.LevelDebug
 }
