@@ -98,6 +98,14 @@ var rpcs = []rpc{
 	unary(csi.GroupController_GetVolumeGroupSnapshot_FullMethodName, GroupSnapshotter.GetVolumeGroupSnapshot).
 		group(csi.GroupControllerServiceCapability_RPC_CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT),
 
+	// SnapshotMetadata (server-streaming; the service is alpha in v1.14).
+	metadataStream(csi.SnapshotMetadata_GetMetadataAllocated_FullMethodName, SnapshotMetadataReader.GetMetadataAllocated,
+		(*csi.GetMetadataAllocatedRequest).GetStartingOffset, (*csi.GetMetadataAllocatedRequest).GetMaxResults, allocatedResponse).
+		locks(idempotency.SnapshotReadKeys),
+	metadataStream(csi.SnapshotMetadata_GetMetadataDelta_FullMethodName, SnapshotMetadataReader.GetMetadataDelta,
+		(*csi.GetMetadataDeltaRequest).GetStartingOffset, (*csi.GetMetadataDeltaRequest).GetMaxResults, deltaResponse).
+		locks(idempotency.SnapshotReadKeys),
+
 	// Node. NodePublisher makes a node plugin; the node's capability RPC
 	// and NodeGetInfo are served for node plugins only.
 	unary(csi.Node_NodeStageVolume_FullMethodName, NodeStager.NodeStageVolume).
@@ -127,10 +135,7 @@ var rpcs = []rpc{
 
 // unsupported lists the spec RPCs csikit deliberately does not serve, with
 // the reason. It is empty in CSI v1.14; TestTableCoversSpec reads it.
-var unsupported = map[string]string{
-	csi.SnapshotMetadata_GetMetadataAllocated_FullMethodName: "streaming RPCs are not served yet",
-	csi.SnapshotMetadata_GetMetadataDelta_FullMethodName:     "streaming RPCs are not served yet",
-}
+var unsupported = map[string]string{}
 
 // A unaryCall is a bound unary RPC: request in, response out.
 type unaryCall func(ctx context.Context, req any) (any, error)

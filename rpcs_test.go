@@ -103,6 +103,7 @@ func TestTableInterfaces(t *testing.T) {
 		reflect.TypeFor[ControllerNodeInfoer](), reflect.TypeFor[GroupSnapshotter](), reflect.TypeFor[NodeStager](),
 		reflect.TypeFor[NodePublisher](), reflect.TypeFor[NodeInfoer](), reflect.TypeFor[NodeStatsReporter](),
 		reflect.TypeFor[NodeExpander](), reflect.TypeFor[NodeHealthReporter](), reflect.TypeFor[NodeStorageHealthReporter](),
+		reflect.TypeFor[SnapshotMetadataReader](),
 	}
 	used := map[reflect.Type]bool{}
 	for i := range rpcs {
