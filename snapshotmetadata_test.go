@@ -251,20 +251,20 @@ func TestSnapshotMetadataFlowControl(t *testing.T) {
 	if _, err := st.Recv(); err != nil { // the call is running
 		t.Fatal(err)
 	}
-	// Wait until the driver stops making progress.
-	last := int64(-1)
-	for i := 0; i < 100; i++ {
-		time.Sleep(50 * time.Millisecond)
-		n := d.added.Load()
-		if n == last {
-			break
+	// Wait until the driver stops making progress: the count unchanged
+	// over three consecutive 100 ms intervals. A server that buffered
+	// without bound would keep going (the volume has 2^37 ranges).
+	stalled, still := int64(-1), 0
+	for i := 0; i < 300 && still < 3; i++ {
+		time.Sleep(100 * time.Millisecond)
+		if n := d.added.Load(); n == stalled {
+			still++
+		} else {
+			stalled, still = n, 0
 		}
-		last = n
 	}
-	stalled := d.added.Load()
-	time.Sleep(200 * time.Millisecond)
-	if d.added.Load() != stalled {
-		t.Fatalf("driver still adding ranges (%d → %d) while the client reads nothing", stalled, d.added.Load())
+	if still < 3 {
+		t.Fatalf("driver never stalled (%d ranges added) while the client reads nothing", d.added.Load())
 	}
 	// Reading lets it continue.
 	for i := int64(0); i < 4*stalled && d.added.Load() <= stalled; i++ {
