@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"regexp"
 	"sync"
 	"time"
 
@@ -25,10 +24,6 @@ import (
 // DefaultDrainTimeout bounds the graceful drain at shutdown when
 // Options.DrainTimeout is zero.
 const DefaultDrainTimeout = 30 * time.Second
-
-// driverName is the spec's rule for plugin names: at most 63 characters,
-// alphanumeric at both ends, dashes, dots and alphanumerics between.
-var driverName = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9.-]{0,61}[a-zA-Z0-9])?$`)
 
 // Server serves a driver over gRPC. Create it with NewServer; serve it once
 // with ListenAndServe or Serve.
@@ -56,8 +51,8 @@ func NewServer(driver any, opts Options) (*Server, error) {
 	if driver == nil {
 		return nil, errors.New("csikit: driver is nil")
 	}
-	if !driverName.MatchString(opts.Name) {
-		return nil, fmt.Errorf("csikit: driver name %q is not a valid CSI plugin name: at most 63 characters, alphanumeric at both ends, only alphanumerics, '-' and '.' between (e.g. block.vendor.example)", opts.Name)
+	if !validation.ValidPluginName(opts.Name) {
+		return nil, fmt.Errorf("csikit: driver name %q is not a valid CSI plugin name: %s (e.g. block.vendor.example)", opts.Name, validation.PluginNameRule)
 	}
 	if opts.Version == "" {
 		return nil, errors.New("csikit: Options.Version is required (CSI sidecars refuse an empty vendor_version)")
