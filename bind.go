@@ -22,8 +22,12 @@ type bound struct {
 	// validate is the RPC's rule from csi/validation's spec-checked table.
 	validate validation.Rule
 	// info is handed to the interceptors of every call of this RPC, so a
-	// call does not allocate one.
+	// call does not allocate one. Its Server is the bound entry.
 	info grpc.UnaryServerInfo
+	// chained is unary with csikit's interceptors and
+	// Options.UnaryInterceptors around it, built once.
+	chained grpc.UnaryHandler
+	srv     *Server
 }
 
 // bindTable binds every entry of the table to s's driver and fills s.rpcs
@@ -34,7 +38,8 @@ func (s *Server) bindTable() {
 	s.served = make(map[string]bool, len(rpcs))
 	for i := range rpcs {
 		e := &rpcs[i]
-		b := &bound{rpc: e, info: grpc.UnaryServerInfo{FullMethod: e.method}}
+		b := &bound{rpc: e, srv: s, info: grpc.UnaryServerInfo{FullMethod: e.method}}
+		b.info.Server = b
 		b.validate, _ = validation.Lookup(e.method)
 		ok := e.onlyIf == nil || e.onlyIf(s)
 		if alpha[e.method] && !s.opts.Alpha {
@@ -150,9 +155,11 @@ func (b *bound) handleUnary(_ any, ctx context.Context, dec func(any) error, ic 
 		return nil, err
 	}
 	if ic == nil {
-		return b.unary(ctx, req)
+		return b.chained(ctx, req)
 	}
-	return ic(ctx, req, &b.info, grpc.UnaryHandler(b.unary))
+	// ic is otherUnary (which passes) and any interceptors the driver
+	// gave in Options.ServerOptions.
+	return ic(ctx, req, &b.info, b.chained)
 }
 
 // handleStream is the grpc.StreamDesc handler of a server-streaming entry:

@@ -91,10 +91,40 @@ func (s *Server) buildChain() error {
 	stream = append(stream, recovery.StreamServerInterceptor(ropts), s.admitStream, idem.StreamServerInterceptor())
 	stream = append(stream, o.StreamInterceptors...)
 
-	sopts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...)}, o.ServerOptions...)
+	// The table's unary RPCs run a chain built once per RPC (no closure
+	// per interceptor per call, as grpc.ChainUnaryInterceptor makes);
+	// calls of services registered through GRPCServer run the same
+	// interceptors through otherUnary.
+	s.unary = unary
+	for _, b := range s.rpcs {
+		if b.unary != nil {
+			b.chained = chainUnary(unary, &b.info, grpc.UnaryHandler(b.unary))
+		}
+	}
+	sopts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(s.otherUnary), grpc.ChainStreamInterceptor(stream...)}, o.ServerOptions...)
 	s.grpc = grpc.NewServer(sopts...)
 	s.register(s.grpc)
 	return nil
+}
+
+// chainUnary returns h wrapped in ics (ics[0] outermost) for the calls of
+// one method, whose info is fixed: the closures are made here, once.
+func chainUnary(ics []grpc.UnaryServerInterceptor, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) grpc.UnaryHandler {
+	for i := len(ics) - 1; i >= 0; i-- {
+		ic, next := ics[i], h
+		h = func(ctx context.Context, req any) (any, error) { return ic(ctx, req, info, next) }
+	}
+	return h
+}
+
+// otherUnary is the server's gRPC-level unary interceptor. Calls of the
+// table's RPCs pass (their handler runs the prebuilt chain); calls of
+// services registered through GRPCServer run csikit's interceptors here.
+func (s *Server) otherUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if b, ok := info.Server.(*bound); ok && b.srv == s {
+		return h(ctx, req)
+	}
+	return chainUnary(s.unary, info, h)(ctx, req)
 }
 
 // DefaultLogLevel is the level of a call's "call finished" line when

@@ -124,5 +124,8 @@ type Options struct {
 	// services registered through GRPCServer.
 	StreamInterceptors []grpc.StreamServerInterceptor
 	// ServerOptions are passed to grpc.NewServer after csikit's own.
+	// Interceptors given here (grpc.ChainUnaryInterceptor) run before
+	// csikit's chain for the CSI RPCs; use UnaryInterceptors to run after
+	// it.
 	ServerOptions []grpc.ServerOption
 }

@@ -38,6 +38,7 @@ type Server struct {
 	metrics  *metrics.ServerMetrics
 	log      *slog.Logger
 	grpc     *grpc.Server
+	unary    []grpc.UnaryServerInterceptor // csikit's chain and Options.UnaryInterceptors
 	serveMu  sync.Mutex
 	serveRan bool
 }

@@ -7,8 +7,10 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc"
@@ -237,5 +239,65 @@ func TestLogLevels(t *testing.T) {
 	}
 	if got := csikit.DefaultLogLevel("/csi.v1.Identity/Probe", codes.Internal); got != slog.LevelError {
 		t.Errorf("DefaultLogLevel(Probe, Internal) = %v, want ERROR", got)
+	}
+}
+
+// TestOtherUnaryServicesAndServerOptions: a unary service registered
+// through GRPCServer runs csikit's chain too (a panic is Internal and
+// logged with its request ID); interceptors given in Options.ServerOptions
+// run for CSI RPCs and those services alike, and Options.UnaryInterceptors
+// see the CSI RPCs after csikit's chain.
+func TestOtherUnaryServicesAndServerOptions(t *testing.T) {
+	logs := &syncBuffer{}
+	var grpcLevel, csikitLevel []string
+	var mu sync.Mutex
+	record := func(to *[]string) grpc.UnaryServerInterceptor {
+		return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			mu.Lock()
+			*to = append(*to, info.FullMethod)
+			mu.Unlock()
+			return h(ctx, req)
+		}
+	}
+	desc := grpc.ServiceDesc{
+		ServiceName: "test.Unary",
+		HandlerType: (*any)(nil),
+		Methods: []grpc.MethodDesc{{MethodName: "Boom", Handler: func(_ any, ctx context.Context, dec func(any) error, ic grpc.UnaryServerInterceptor) (any, error) {
+			var req wrapperspb.StringValue
+			if err := dec(&req); err != nil {
+				return nil, err
+			}
+			h := func(context.Context, any) (any, error) { panic("unary bug") }
+			if ic == nil {
+				return h(ctx, &req)
+			}
+			return ic(ctx, &req, &grpc.UnaryServerInfo{FullMethod: "/test.Unary/Boom"}, h)
+		}}},
+	}
+	conn := serveWith(t, &ctrlDriver{}, csikit.Options{Logger: debugLogger(logs),
+		ServerOptions:     []grpc.ServerOption{grpc.ChainUnaryInterceptor(record(&grpcLevel))},
+		UnaryInterceptors: []grpc.UnaryServerInterceptor{record(&csikitLevel)}},
+		func(g *grpc.Server) { g.RegisterService(&desc, struct{}{}) })
+
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "x-request-id", "req-unary-7")
+	var out wrapperspb.StringValue
+	err := conn.Invoke(ctx, "/test.Unary/Boom", wrapperspb.String("x"), &out)
+	if status.Code(err) != codes.Internal {
+		t.Fatalf("Boom: %v, want Internal", err)
+	}
+	if _, err := csi.NewIdentityClient(conn).Probe(ctx, &csi.ProbeRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	logged := logs.String()
+	if !strings.Contains(logged, `"msg":"panic recovered","method":"/test.Unary/Boom","request_id":"req-unary-7"`) {
+		t.Errorf("panic in a GRPCServer-registered unary service not logged with its request ID:\n%s", logged)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(grpcLevel) != 2 || grpcLevel[1] != csi.Identity_Probe_FullMethodName {
+		t.Errorf("ServerOptions interceptor saw %v, want Boom and Probe", grpcLevel)
+	}
+	if len(csikitLevel) != 2 || csikitLevel[1] != csi.Identity_Probe_FullMethodName {
+		t.Errorf("Options.UnaryInterceptors saw %v, want Boom and Probe", csikitLevel)
 	}
 }
