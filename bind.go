@@ -167,7 +167,7 @@ func (b *bound) handleUnary(_ any, ctx context.Context, dec func(any) error, ic 
 // RecvMsg wrappers) and hands it to the call.
 func (b *bound) handleStream(_ any, ss grpc.ServerStream) error {
 	if !b.served {
-		return unimplemented(b.method, "")
+		return unimplemented(b.method, b.srv.opts.Name)
 	}
 	req := b.newReq()
 	if err := ss.RecvMsg(req); err != nil {
@@ -228,8 +228,5 @@ func (v *validatingStream) RecvMsg(m any) error {
 
 // unimplemented is the gate's answer for an RPC the server does not serve.
 func unimplemented(method, driver string) error {
-	if driver == "" {
-		return status.Errorf(codes.Unimplemented, "%s is not implemented by this CSI driver", method)
-	}
 	return status.Errorf(codes.Unimplemented, "%s is not implemented by CSI driver %s", method, driver)
 }
