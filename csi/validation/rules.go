@@ -192,13 +192,6 @@ func nonNegative32[T any](field string, get func(T) int32) rule {
 	}}
 }
 
-func nonNegative64[T any](field string, get func(T) int64) rule {
-	return rule{field, func(req any, _ *Config) problem {
-		t, _ := req.(T)
-		return checkNonNegative(get(t))
-	}}
-}
-
 // startingOffset is SnapshotMetadata's starting_offset: a negative one is
 // OUT_OF_RANGE, as the spec's error tables say (not INVALID_ARGUMENT). One
 // beyond the volume's size is OUT_OF_RANGE too, but only the driver knows
