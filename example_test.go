@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
 
 	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/idempotency"
@@ -61,4 +62,17 @@ func ExampleNewServer_invalidName() {
 	_, err := csikit.NewServer(volumes{}, csikit.Options{Name: "My_Driver", Version: "1"})
 	fmt.Println(err != nil)
 	// Output: true
+}
+
+// The level of each call's line comes from the RPC table: mutating RPCs at
+// Info, polling and read RPCs at Debug; failures by code. Pass your own
+// function as Options.LogLevel to change it.
+func ExampleDefaultLogLevel() {
+	fmt.Println(csikit.DefaultLogLevel(csi.Node_NodeGetVolumeStats_FullMethodName, codes.OK))
+	fmt.Println(csikit.DefaultLogLevel(csi.Controller_CreateVolume_FullMethodName, codes.OK))
+	fmt.Println(csikit.DefaultLogLevel(csi.Controller_CreateVolume_FullMethodName, codes.Internal))
+	// Output:
+	// DEBUG
+	// INFO
+	// ERROR
 }
