@@ -177,8 +177,7 @@ func (s *Server) deriveCapabilities() Capabilities {
 		}
 	}
 	c.service(len(o.Topology) > 0 || o.AccessibilityConstraints, csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS)
-	_, ctrlExpand := s.driver.(ControllerExpander)
-	_, nodeExpand := s.driver.(NodeExpander)
+	ctrlExpand, nodeExpand := implements[ControllerExpander](s), implements[NodeExpander](s)
 	if ctrlExpand || nodeExpand {
 		if o.Expansion == ExpansionOffline {
 			c.expansion(csi.PluginCapability_VolumeExpansion_OFFLINE)

@@ -3,6 +3,7 @@ package csikit
 import (
 	"log/slog"
 	"os"
+	"reflect"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -83,6 +84,20 @@ type Options struct {
 	VolumeMountGroup bool
 	// Expansion is advertised for expanders (default ExpansionOnline).
 	Expansion Expansion
+	// Disable switches off driver interfaces the driver value implements,
+	// for features chosen at run time (a flag, a config file): the server
+	// serves, advertises and derives capabilities as if the value lacked
+	// them. One driver type then covers every combination, e.g.
+	//
+	//	if !cfg.attach {
+	//		opts.Disable = append(opts.Disable, reflect.TypeFor[csikit.ControllerPublisher]())
+	//	}
+	//
+	// Each entry must be one of this package's driver interfaces
+	// (Provisioner, ControllerPublisher, Modifier, NodeStager, VolumeLookup,
+	// …); NewServer refuses anything else.
+	Disable []reflect.Type
+
 	// Alpha opts in to alpha RPCs and capabilities of the spec. Without it
 	// they are neither advertised nor served, whatever the driver
 	// implements.

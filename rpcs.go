@@ -58,11 +58,12 @@ var rpcs = []rpc{
 		ctrl(csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME).locks(idempotency.VolumeIDKeys).mutating(),
 	unary(csi.Controller_ControllerUnpublishVolume_FullMethodName, ControllerPublisher.ControllerUnpublishVolume).
 		ctrl(csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME).locks(idempotency.VolumeIDKeys).mutating(),
-	// Without a CapabilityValidator, a VolumeGetter gets the default
-	// answer: NotFound from ControllerGetVolume, else the capabilities
-	// confirmed against Options.
+	// Without a CapabilityValidator, csikit answers from a VolumeLookup
+	// (or the alpha VolumeGetter): NotFound from the lookup, else the
+	// capabilities confirmed against Options. NewServer refuses a
+	// controller with none of the three: the RPC is required.
 	orElse(unary(csi.Controller_ValidateVolumeCapabilities_FullMethodName, CapabilityValidator.ValidateVolumeCapabilities),
-		implements[VolumeGetter], confirmCapabilities),
+		canLookUpVolumes, confirmCapabilities),
 	unary(csi.Controller_ListVolumes_FullMethodName, VolumeLister.ListVolumes).
 		ctrl(csi.ControllerServiceCapability_RPC_LIST_VOLUMES),
 	unary(csi.Controller_ControllerListVolumeHealth_FullMethodName, ControllerHealthLister.ControllerListVolumeHealth).
@@ -173,10 +174,22 @@ type rpc struct {
 	mutates bool                // a successful call logs at Info (else Debug)
 }
 
-// implements reports whether the server's driver implements I.
+// implements reports whether the server's driver implements I and
+// Options.Disable does not switch it off.
 func implements[I any](s *Server) bool {
-	_, ok := s.driver.(I)
+	_, ok := as[I](s)
 	return ok
+}
+
+// as returns the driver as I, unless it does not implement I or
+// Options.Disable lists I.
+func as[I any](s *Server) (I, bool) {
+	d, ok := s.driver.(I)
+	if ok && s.disabled[reflect.TypeFor[I]()] {
+		var zero I
+		return zero, false
+	}
+	return d, ok
 }
 
 // unary is an RPC the driver serves through interface I; call is the
@@ -187,7 +200,7 @@ func unary[I any, Req, Resp any](method string, call func(I, context.Context, *R
 		iface:  reflect.TypeFor[I](),
 		newReq: func() any { return new(Req) },
 		bindUnary: func(s *Server) unaryCall {
-			d, ok := s.driver.(I)
+			d, ok := as[I](s)
 			if !ok {
 				return nil
 			}
@@ -282,13 +295,25 @@ func probeReady(*Server, context.Context, *csi.ProbeRequest) (*csi.ProbeResponse
 	return &csi.ProbeResponse{Ready: wrapperspb.Bool(true)}, nil
 }
 
-// confirmCapabilities is ValidateVolumeCapabilities for a VolumeGetter
-// without its own: the volume must exist; capabilities are confirmed when
-// every one of them is served.
+// canLookUpVolumes reports whether csikit can answer
+// ValidateVolumeCapabilities for a driver without a CapabilityValidator.
+func canLookUpVolumes(s *Server) bool {
+	return implements[VolumeLookup](s) || implements[VolumeGetter](s)
+}
+
+// confirmCapabilities is ValidateVolumeCapabilities for a driver without
+// its own: the volume must exist (VolumeLookup, else the VolumeGetter);
+// capabilities are confirmed when every one of them is served, as Options
+// and the validation config say.
 func confirmCapabilities(s *Server, ctx context.Context, r *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
-	g := s.driver.(VolumeGetter)
-	if _, err := g.ControllerGetVolume(ctx, &csi.ControllerGetVolumeRequest{VolumeId: r.GetVolumeId()}); err != nil {
-		return nil, err
+	if l, ok := as[VolumeLookup](s); ok {
+		if err := l.LookupVolume(ctx, r.GetVolumeId()); err != nil {
+			return nil, err
+		}
+	} else if g, ok := as[VolumeGetter](s); ok {
+		if _, err := g.ControllerGetVolume(ctx, &csi.ControllerGetVolumeRequest{VolumeId: r.GetVolumeId()}); err != nil {
+			return nil, err
+		}
 	}
 	return validation.Confirm(r, &s.vcfg), nil
 }

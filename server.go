@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"reflect"
 	"sync"
 	"time"
 
@@ -30,7 +31,8 @@ const DefaultDrainTimeout = 30 * time.Second
 type Server struct {
 	opts     Options
 	driver   any
-	rpcs     map[string]*bound // full method name → the table entry bound to driver
+	disabled map[reflect.Type]bool // Options.Disable
+	rpcs     map[string]*bound     // full method name → the table entry bound to driver
 	caps     Capabilities
 	served   map[string]bool // full method name → served (after alpha filtering)
 	vcfg     validation.Config
@@ -68,6 +70,11 @@ func NewServer(driver any, opts Options) (*Server, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	_, node := driver.(NodePublisher)
+	for _, t := range opts.Disable {
+		if t == reflect.TypeFor[NodePublisher]() {
+			node = false
+		}
+	}
 	if _, info := driver.(NodeInfoer); node && !info && opts.NodeID == "" {
 		return nil, errors.New("csikit: a node plugin needs Options.NodeID or a NodeGetInfo method (NodeInfoer)")
 	}
@@ -80,13 +87,19 @@ func NewServer(driver any, opts Options) (*Server, error) {
 	// also the driver's own lines when it logs through *Context methods.
 	opts.Logger = slog.New(requestid.NewHandler(opts.Logger.Handler()))
 	s := &Server{opts: opts, driver: driver, log: opts.Logger}
+	if err := s.setDisabled(); err != nil {
+		return nil, err
+	}
 	s.bindTable()
 	if !s.servesService(csi.Controller_ServiceDesc.ServiceName) && !s.servesService(csi.Node_ServiceDesc.ServiceName) &&
 		!s.servesService(csi.GroupController_ServiceDesc.ServiceName) && !s.servesService(csi.SnapshotMetadata_ServiceDesc.ServiceName) {
 		return nil, fmt.Errorf("csikit: driver %T implements no CSI service (a node plugin implements NodePublisher; a controller plugin at least one controller interface such as Provisioner)", driver)
 	}
+	if s.servesService(csi.Controller_ServiceDesc.ServiceName) && !s.served[csi.Controller_ValidateVolumeCapabilities_FullMethodName] {
+		return nil, fmt.Errorf("csikit: driver %T is a controller plugin but cannot answer ValidateVolumeCapabilities, which the CSI spec requires of every controller: implement csikit.VolumeLookup (LookupVolume(ctx, volumeID) error: NotFound for an unknown volume; csikit then confirms capabilities from Options) or csikit.CapabilityValidator", driver)
+	}
 	s.caps = s.deriveCapabilities()
-	s.vcfg = validationConfig(&opts, driver, &s.caps)
+	s.vcfg = validationConfig(&opts, implements[Snapshotter](s), &s.caps)
 
 	if err := s.buildChain(); err != nil {
 		return nil, err
@@ -95,7 +108,7 @@ func NewServer(driver any, opts Options) (*Server, error) {
 }
 
 // validationConfig translates Options into the validator's terms.
-func validationConfig(o *Options, driver any, caps *Capabilities) validation.Config {
+func validationConfig(o *Options, snapshots bool, caps *Capabilities) validation.Config {
 	var c validation.Config
 	if o.VolumeModes&Mount != 0 {
 		c.AccessTypes |= validation.Mount
@@ -115,7 +128,7 @@ func validationConfig(o *Options, driver any, caps *Capabilities) validation.Con
 				csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER)
 		}
 	}
-	_, c.ContentSources.Snapshot = driver.(Snapshotter)
+	c.ContentSources.Snapshot = snapshots
 	c.ContentSources.Volume = caps.HasController(csi.ControllerServiceCapability_RPC_CLONE_VOLUME)
 	c.StageUnstage = caps.HasNode(csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)
 	return c
@@ -221,4 +234,32 @@ func (s *Server) Probe(ctx context.Context, req *csi.ProbeRequest) (*csi.ProbeRe
 		return p.Probe(ctx, req)
 	}
 	return probeReady(s, ctx, req)
+}
+
+// driverInterfaces are the interfaces Options.Disable may name.
+func driverInterfaces() map[reflect.Type]bool {
+	m := map[reflect.Type]bool{reflect.TypeFor[VolumeLookup](): true}
+	for i := range rpcs {
+		if rpcs[i].iface != nil {
+			m[rpcs[i].iface] = true
+		}
+	}
+	return m
+}
+
+// setDisabled checks Options.Disable: each entry must be one of this
+// package's driver interfaces.
+func (s *Server) setDisabled() error {
+	if len(s.opts.Disable) == 0 {
+		return nil
+	}
+	known := driverInterfaces()
+	s.disabled = make(map[reflect.Type]bool, len(s.opts.Disable))
+	for _, t := range s.opts.Disable {
+		if t == nil || !known[t] {
+			return fmt.Errorf("csikit: Options.Disable: %v is not a csikit driver interface (want e.g. reflect.TypeFor[csikit.ControllerPublisher]())", t)
+		}
+		s.disabled[t] = true
+	}
+	return nil
 }

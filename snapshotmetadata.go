@@ -167,7 +167,7 @@ func metadataStream[Req, Resp any](method string,
 		iface:  reflect.TypeFor[SnapshotMetadataReader](),
 		newReq: func() any { return new(Req) },
 		bindStream: func(s *Server) streamCall {
-			d, ok := s.driver.(SnapshotMetadataReader)
+			d, ok := as[SnapshotMetadataReader](s)
 			if !ok {
 				return nil
 			}
