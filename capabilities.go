@@ -12,10 +12,15 @@ import (
 // is derived from the same implementation checks, so the two never
 // disagree.
 type Capabilities struct {
-	Plugin     []*csi.PluginCapability
+	// Plugin is GetPluginCapabilities' answer: the services served and
+	// the volume-expansion kind.
+	Plugin []*csi.PluginCapability
+	// Controller is ControllerGetCapabilities' answer.
 	Controller []*csi.ControllerServiceCapability
-	Node       []*csi.NodeServiceCapability
-	Group      []*csi.GroupControllerServiceCapability
+	// Node is NodeGetCapabilities' answer.
+	Node []*csi.NodeServiceCapability
+	// Group is GroupControllerGetCapabilities' answer.
+	Group []*csi.GroupControllerServiceCapability
 }
 
 // HasController reports whether the capability is advertised.

@@ -8,7 +8,9 @@ import (
 
 // Lock is one key an RPC must hold, and how.
 type Lock struct {
-	Key  Key
+	// Key is the thing locked.
+	Key Key
+	// Mode says whether the lock is shared or exclusive.
 	Mode Mode
 }
 
