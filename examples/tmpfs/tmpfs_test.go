@@ -4,8 +4,8 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"context"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -145,7 +145,9 @@ func TestSizeIsEnforced(t *testing.T) {
 	if _, err := s.Node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: id, TargetPath: target, VolumeCapability: mountCap}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.Node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target}) })
+	t.Cleanup(func() {
+		s.Node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target})
+	})
 	write := func(n int) error {
 		return os.WriteFile(filepath.Join(target, "data"), make([]byte, n), 0o600)
 	}
