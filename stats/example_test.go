@@ -19,4 +19,7 @@ func ExampleVolumeStats() {
 	for _, u := range resp.GetUsage() {
 		fmt.Println(u.GetUnit(), u.GetTotal() > 0)
 	}
+	// Output:
+	// BYTES true
+	// INODES true
 }

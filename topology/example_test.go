@@ -51,3 +51,15 @@ func ExampleNode() {
 	fmt.Println(resp.GetAccessibleTopology().GetSegments())
 	// Output: map[topology.block.vendor.example/node:worker-1 topology.block.vendor.example/zone:a]
 }
+
+// Validate checks a node's or volume's topology against the spec's key and
+// value rules before it is advertised; the error names the offending key.
+func ExampleValidate() {
+	fmt.Println(topology.Validate(zone("eu-west-1b")))
+	fmt.Println(topology.Validate(&csi.Topology{Segments: map[string]string{"Zone/Name": "a"}}))
+	fmt.Println(topology.Validate(&csi.Topology{Segments: map[string]string{"topology.block.vendor.example/zone": "-b"}}) != nil)
+	// Output:
+	// <nil>
+	// rpc error: code = InvalidArgument desc = topology key "Zone/Name": got prefix "Zone", want at most 63 lower-case alphanumerics, '-' or '.', alphanumeric at both ends
+	// true
+}
