@@ -40,8 +40,9 @@ func benchDriver(b *testing.B) (*grpc.ClientConn, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv, err := csikit.NewServer(d.Service(), csikit.Options{
-		Name: "hostpath.csikit.dev", Version: "bench", NodeID: "bench",
+	srv, err := csikit.NewServer(d, csikit.Options{
+		Disable: driver.Options{}.Disabled(), // neither attach nor modify
+		Name:    "hostpath.csikit.dev", Version: "bench", NodeID: "bench",
 		VolumeModes: csikit.Mount | csikit.Block, AccessModes: driver.AccessModes(),
 		Alpha: true, Journal: d.Journal(),
 	})

@@ -51,6 +51,8 @@ func serverOptions(cfg *config, logger *slog.Logger) csikit.Options {
 		Clone:             true, SingleNodeMultiWriter: true,
 		Alpha:  true, // GET_VOLUME, GET_SNAPSHOT and the health RPCs are alpha in CSI v1.14
 		Logger: logger,
+		// One driver type: attach and modify are switched off unless flagged.
+		Disable: driver.Options{EnableAttach: cfg.enableAttach, EnableModify: cfg.enableModify}.Disabled(),
 	}
 }
 
@@ -92,7 +94,7 @@ func run(args []string) error {
 	}
 	if cfg.printCSIDriver {
 		// Capabilities depend on the flags only: touch no state.
-		srv, err := csikit.NewServer(driver.Unopened(dopts).Service(), serverOptions(cfg, logger))
+		srv, err := csikit.NewServer((*driver.Driver)(nil), serverOptions(cfg, logger))
 		if err != nil {
 			return err
 		}
@@ -123,7 +125,7 @@ func run(args []string) error {
 	if reg != nil {
 		opts.Registry = reg
 	}
-	srv, err := csikit.NewServer(d.Service(), opts)
+	srv, err := csikit.NewServer(d, opts)
 	if err != nil {
 		return err
 	}

@@ -82,7 +82,7 @@ func TestSanity(t *testing.T) {
 		if err != nil {
 			return nil, csikit.Options{}, err
 		}
-		return d.Service(), csikit.Options{
+		return d, csikit.Options{
 			Name: "hostpath.csikit.dev", Version: "v0.0.0-sanity", NodeID: nodeID,
 			Topology:    map[string]string{driver.TopologyKey: nodeID},
 			VolumeModes: csikit.Mount | csikit.Block, AccessModes: driver.AccessModes(),

@@ -38,8 +38,9 @@ func metaServer(t *testing.T) (state string, conn *grpc.ClientConn) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := csikit.NewServer(d.Service(), csikit.Options{
-		Name: "hostpath.csikit.dev", Version: "test", NodeID: "meta",
+	srv, err := csikit.NewServer(d, csikit.Options{
+		Disable: driver.Options{}.Disabled(), // neither attach nor modify
+		Name:    "hostpath.csikit.dev", Version: "test", NodeID: "meta",
 		VolumeModes: csikit.Mount | csikit.Block, AccessModes: driver.AccessModes(), Alpha: true, Journal: d.Journal(),
 	})
 	if err != nil {

@@ -39,8 +39,9 @@ func TestSweepAbandoned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := csikit.NewServer(d.Service(), csikit.Options{
-		Name: "hostpath.csikit.dev", Version: "test", NodeID: "sweep",
+	srv, err := csikit.NewServer(d, csikit.Options{
+		Disable: driver.Options{}.Disabled(), // neither attach nor modify
+		Name:    "hostpath.csikit.dev", Version: "test", NodeID: "sweep",
 		VolumeModes: csikit.Mount | csikit.Block, AccessModes: driver.AccessModes(), Alpha: true, Journal: d.Journal(),
 	})
 	if err != nil {

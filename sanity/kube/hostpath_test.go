@@ -54,8 +54,9 @@ func TestHostpath(t *testing.T) {
 		mu.Lock()
 		cur = d
 		mu.Unlock()
-		return csikit.NewServer(d.Service(), csikit.Options{
-			Name: hostpathName, Version: "v0.0.1-test", NodeID: "node-1",
+		return csikit.NewServer(d, csikit.Options{
+			Disable: driver.Options{EnableAttach: true}.Disabled(),
+			Name:    hostpathName, Version: "v0.0.1-test", NodeID: "node-1",
 			Topology:    map[string]string{driver.TopologyKey: "node-1"},
 			VolumeModes: csikit.Mount | csikit.Block, AccessModes: driver.AccessModes(),
 			Clone: true, SingleNodeMultiWriter: true, Alpha: true,

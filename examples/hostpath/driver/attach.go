@@ -4,22 +4,21 @@ package driver
 
 import (
 	"context"
+	"reflect"
 	"slices"
+
+	"github.com/csikit/csikit"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
-// attacher adds ControllerPublish/Unpublish (Options.EnableAttach). It is
-// a separate type because csikit derives PUBLISH_UNPUBLISH_VOLUME from the
-// methods a driver value has.
-type attacher struct{ d *Driver }
-
 // ControllerPublishVolume records the volume as attached to the node,
 // within the node's attach limit.
-func (a attacher) ControllerPublishVolume(ctx context.Context, r *csi.ControllerPublishVolumeRequest) (*csi.ControllerPublishVolumeResponse, error) {
-	d := a.d
+//
+// Served only with Options.EnableAttach (see Disabled).
+func (d *Driver) ControllerPublishVolume(ctx context.Context, r *csi.ControllerPublishVolumeRequest) (*csi.ControllerPublishVolumeResponse, error) {
 	v, err := d.lookup(r.GetVolumeId())
 	if err != nil {
 		return nil, err
@@ -65,8 +64,7 @@ func (d *Driver) attachedCount() int64 {
 // ControllerUnpublishVolume clears the attachment; it is idempotent. A
 // volume or node that does not exist is, as the spec allows, regarded as
 // unpublished already.
-func (a attacher) ControllerUnpublishVolume(ctx context.Context, r *csi.ControllerUnpublishVolumeRequest) (*csi.ControllerUnpublishVolumeResponse, error) {
-	d := a.d
+func (d *Driver) ControllerUnpublishVolume(ctx context.Context, r *csi.ControllerUnpublishVolumeRequest) (*csi.ControllerUnpublishVolumeResponse, error) {
 	v, err := d.lookup(r.GetVolumeId())
 	if err != nil {
 		return &csi.ControllerUnpublishVolumeResponse{}, nil
@@ -81,12 +79,9 @@ func (a attacher) ControllerUnpublishVolume(ctx context.Context, r *csi.Controll
 	return &csi.ControllerUnpublishVolumeResponse{}, nil
 }
 
-// modifier adds ControllerModifyVolume (Options.EnableModify).
-type modifier struct{ d *Driver }
-
 // ControllerModifyVolume stores the new values of mutable parameters.
-func (m modifier) ControllerModifyVolume(ctx context.Context, r *csi.ControllerModifyVolumeRequest) (*csi.ControllerModifyVolumeResponse, error) {
-	d := m.d
+// Served only with Options.EnableModify (see Disabled).
+func (d *Driver) ControllerModifyVolume(ctx context.Context, r *csi.ControllerModifyVolumeRequest) (*csi.ControllerModifyVolumeResponse, error) {
 	v, err := d.lookup(r.GetVolumeId())
 	if err != nil {
 		return nil, err
@@ -120,30 +115,17 @@ func (d *Driver) checkMutable(params map[string]string) error {
 	return nil
 }
 
-// Unopened returns a driver that opened no state, only for deriving what
-// Service serves (csikit.Server.CSIDriver): calling its RPCs panics.
-func Unopened(opts Options) *Driver { return &Driver{opts: opts} }
-
-// Service returns the value to hand to csikit.NewServer: the driver plus
-// attach and modify methods when the options enable them.
-func (d *Driver) Service() any {
-	switch {
-	case d.opts.EnableAttach && d.opts.EnableModify:
-		return struct {
-			*Driver
-			attacher
-			modifier
-		}{d, attacher{d}, modifier{d}}
-	case d.opts.EnableAttach:
-		return struct {
-			*Driver
-			attacher
-		}{d, attacher{d}}
-	case d.opts.EnableModify:
-		return struct {
-			*Driver
-			modifier
-		}{d, modifier{d}}
+// Disabled lists the csikit driver interfaces *Driver implements but these
+// options switch off, for csikit.Options.Disable: ControllerPublisher
+// without EnableAttach, Modifier without EnableModify. One driver type
+// serves every combination of the flags.
+func (o Options) Disabled() []reflect.Type {
+	var off []reflect.Type
+	if !o.EnableAttach {
+		off = append(off, reflect.TypeFor[csikit.ControllerPublisher]())
 	}
-	return d
+	if !o.EnableModify {
+		off = append(off, reflect.TypeFor[csikit.Modifier]())
+	}
+	return off
 }
