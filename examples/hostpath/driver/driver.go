@@ -78,9 +78,9 @@ type Driver struct {
 	store   *store
 	journal *idempotency.FileJournal
 	mounter *mount.Mounter
+	ledger  *ledger // capacity given to volumes, committed and reserved
 
-	// capMu serializes capacity accounting in CreateVolume and expansion
-	// (a short critical section around a sum, never around I/O).
+	// capMu serializes the attach-limit count in ControllerPublishVolume.
 	capMu sync.Mutex
 }
 
@@ -116,6 +116,7 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 	d := &Driver{
 		opts: opts, log: opts.Logger, store: st, journal: j,
 		mounter: mount.New(mount.Options{Logger: opts.Logger}),
+		ledger:  newLedger(st.sortedVolumes()),
 	}
 	d.reattach(ctx)
 	return d, nil

@@ -176,13 +176,19 @@ func (d *Driver) publishEphemeral(ctx context.Context, r *csi.NodePublishVolumeR
 	}
 	if _, ok := d.store.volume(id); !ok {
 		v := &volume{ID: id, Name: id, Capacity: defaultVolumeSize, Kind: kindDir, Ephemeral: true, Created: time.Now().UTC()}
+		// Counted, never refused: the CO checks no capacity for inline
+		// volumes, so refusing one would only keep its pod from starting.
+		d.ledger.add(id, v.Capacity)
 		if err := d.createData(ctx, v, nil); err != nil {
+			d.ledger.cancel(id)
 			return nil, err
 		}
 		if err := d.store.putVolume(ctx, v); err != nil {
 			d.removeData(v)
+			d.ledger.cancel(id)
 			return nil, status.Error(codes.Internal, err.Error())
 		}
+		d.ledger.commit(id)
 	}
 	err := d.mounter.Publish(ctx, mount.PublishOptions{Source: d.volumeDir(id), Target: r.GetTargetPath(), ReadOnly: r.GetReadonly()})
 	if err != nil {
@@ -216,6 +222,7 @@ func (d *Driver) NodeUnpublishVolume(ctx context.Context, r *csi.NodeUnpublishVo
 		if err := d.store.delVolume(ctx, v.ID); err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
 		}
+		d.ledger.release(v.ID)
 		d.removeData(&v)
 	}
 	return &csi.NodeUnpublishVolumeResponse{}, nil

@@ -223,14 +223,3 @@ func (s *store) sortedSnapshots() []snapshot {
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
 }
-
-// usedBytes sums the capacity of all volumes.
-func (s *store) usedBytes() int64 {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	var n int64
-	for _, v := range s.volumes {
-		n += v.Capacity
-	}
-	return n
-}

@@ -57,6 +57,7 @@ func (d *Driver) cleanVolume(ctx context.Context, rec idempotency.Record) error 
 		if err := d.store.delVolume(ctx, rec.ID); err != nil {
 			return err
 		}
+		d.ledger.release(rec.ID)
 	}
 	for _, k := range []kind{kindDir, kindBlock} {
 		d.removeData(&volume{ID: rec.ID, Kind: k})
