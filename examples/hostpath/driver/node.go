@@ -28,7 +28,11 @@ func checkAccessType(v *volume, c *csi.VolumeCapability) error {
 }
 
 // NodeStageVolume makes the volume available at the staging path: a bind
-// of the directory, a loop device, or a mounted filesystem on one.
+// of the directory, a loop device, or a mounted filesystem on one. The
+// staged marker is written last; when any step fails, a volume that was
+// not staged before is left as it was — no loop device, no mount, no
+// marker — because the CO need not call NodeUnstageVolume after a failed
+// stage (kubelet records the volume as not staged).
 func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
 	v, err := d.lookup(r.GetVolumeId())
 	if err != nil {
@@ -38,12 +42,14 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 		return nil, err
 	}
 	staging := r.GetStagingTargetPath()
-	if err := writeMarker(d.stagedMarker(v.ID)); err != nil {
-		return nil, status.Errorf(codes.Internal, "record staging: %v", err)
-	}
+	marker := d.stagedMarker(v.ID)
+	_, statErr := os.Stat(marker)
+	wasStaged := statErr == nil
+	var mounted bool // this call mounted staging
 	switch v.Kind {
 	case kindDir:
 		err = d.mounter.Publish(ctx, mount.PublishOptions{Source: d.volumeDir(v.ID), Target: staging})
+		mounted = err == nil
 	case kindBlock:
 		_, err = d.attach(ctx, &v)
 	case kindFS:
@@ -53,12 +59,39 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 				Device: dev, Target: staging, FSType: v.FSType,
 				MountFlags: r.GetVolumeCapability().GetMount().GetMountFlags(),
 			})
+			mounted = err == nil
+		}
+	}
+	if err == nil && !wasStaged {
+		if err = writeMarker(marker); err != nil {
+			err = status.Errorf(codes.Internal, "record staging of %s: %v", v.ID, err)
 		}
 	}
 	if err != nil {
+		if !wasStaged {
+			d.undoStage(&v, staging, mounted)
+		}
 		return nil, err
 	}
 	return &csi.NodeStageVolumeResponse{}, nil
+}
+
+// undoStage takes back what a failed NodeStageVolume of a volume that was
+// not staged set up: the mount it made and the loop device. It runs on a
+// context of its own, so a cancelled request still cleans up; what it
+// cannot undo is logged (DeleteVolume detaches a leftover loop device too).
+func (d *Driver) undoStage(v *volume, staging string, mounted bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if mounted {
+		if err := d.mounter.Unstage(ctx, staging, mount.UnmountOptions{}); err != nil {
+			d.log.Warn("failed stage: could not unmount the staging path", "volume", v.ID, "error", err)
+			return // the loop device is still in use
+		}
+	}
+	if err := d.detachIfAttached(ctx, v); err != nil {
+		d.log.Warn("failed stage: could not detach the loop device", "volume", v.ID, "error", err)
+	}
 }
 
 // attach attaches (or finds) the loop device of a block or filesystem
