@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -57,7 +58,7 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 		if dev, err = d.attach(ctx, &v); err == nil {
 			err = d.mounter.Stage(ctx, mount.StageOptions{
 				Device: dev, Target: staging, FSType: v.FSType,
-				MountFlags: r.GetVolumeCapability().GetMount().GetMountFlags(),
+				MountFlags: stageFlags(v.FSType, r.GetVolumeCapability().GetMount().GetMountFlags()),
 			})
 			mounted = err == nil
 		}
@@ -74,6 +75,18 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 		return nil, err
 	}
 	return &csi.NodeStageVolumeResponse{}, nil
+}
+
+// stageFlags are the mount flags of a filesystem volume's stage: the
+// capability's, and for ext4 errors=remount-ro unless they choose another
+// errors= behaviour — a filesystem that found corruption stops taking
+// writes, and NodeGetVolumeHealth reports it (FilesystemReadOnly) instead
+// of ext4's default of carrying on.
+func stageFlags(fsType string, flags []string) []string {
+	if fsType != "ext4" || slices.ContainsFunc(flags, func(f string) bool { return strings.HasPrefix(f, "errors=") }) {
+		return flags
+	}
+	return append(slices.Clone(flags), "errors=remount-ro")
 }
 
 // undoStage takes back what a failed NodeStageVolume of a volume that was
@@ -270,15 +283,22 @@ func (d *Driver) NodeGetVolumeStats(ctx context.Context, r *csi.NodeGetVolumeSta
 	return metrics.VolumeStats(ctx, r.GetVolumePath())
 }
 
-// NodeGetVolumeHealth reports abnormal conditions of the volume's paths.
+// NodeGetVolumeHealth reports abnormal conditions of the volume's paths
+// (missing, not mounted, device gone, filesystem turned read-only after
+// errors) and of its backend (backendHealth: data missing or unreadable,
+// backing file truncated, loop device gone).
 func (d *Driver) NodeGetVolumeHealth(ctx context.Context, r *csi.NodeGetVolumeHealthRequest) (*csi.NodeGetVolumeHealthResponse, error) {
 	v, err := d.lookup(r.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}
-	opts := metrics.HealthOptions{}
+	opts := metrics.HealthOptions{Check: d.backendHealth}
 	if v.Kind == kindBlock {
 		opts.Skip = metrics.CheckMounted | metrics.CheckWritable
+		// A block volume's stage attaches a loop device and makes nothing
+		// at the staging path: only the publish path has something to
+		// examine (backendHealth covers the loop device).
+		r = &csi.NodeGetVolumeHealthRequest{VolumeId: r.GetVolumeId(), VolumePublishPath: r.GetVolumePublishPath()}
 	}
 	return metrics.NodeVolumeHealth(ctx, r, opts)
 }
