@@ -19,6 +19,7 @@ import (
 	"github.com/csikit/csikit/csi/validation"
 	"github.com/csikit/csikit/idempotency"
 	"github.com/csikit/csikit/k8s/keys"
+	"github.com/csikit/csikit/quota"
 	"github.com/csikit/csikit/topology"
 )
 
@@ -323,6 +324,11 @@ func (d *Driver) ControllerExpandVolume(ctx context.Context, r *csi.ControllerEx
 		if err := os.Truncate(d.volumeImage(v.ID), size); err != nil {
 			d.ledger.cancel(v.ID)
 			return nil, status.Errorf(codes.Internal, "grow backing file: %v", err)
+		}
+	} else if v.ProjectID != 0 {
+		if err := quota.SetLimit(ctx, d.volumeDir(v.ID), quota.ProjectID(v.ProjectID), size); err != nil {
+			d.ledger.cancel(v.ID)
+			return nil, status.Errorf(status.Code(err), "raise the quota of volume %s: %v", v.ID, err)
 		}
 	}
 	v.Capacity = size

@@ -4,6 +4,7 @@ package driver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -41,13 +42,21 @@ func (d *Driver) createData(ctx context.Context, v *volume, src *csi.VolumeConte
 	switch v.Kind {
 	case kindDir:
 		dir := d.volumeDir(v.ID)
-		if from != "" {
-			return copyTree(ctx, from, dir)
-		}
 		if err := os.Mkdir(dir, 0o777); err != nil && !os.IsExist(err) {
 			return status.Errorf(codes.Internal, "create volume directory: %v", err)
 		}
-		return os.Chmod(dir, 0o777) // the pod's user must be able to write
+		if err := os.Chmod(dir, 0o777); err != nil { // the pod's user must be able to write
+			return status.Errorf(codes.Internal, "create volume directory: %v", err)
+		}
+		// The limit comes first, so a copy into the directory is held to
+		// it as the pod's writes will be.
+		if err := d.limitDir(ctx, v, dir); err != nil {
+			return err
+		}
+		if from != "" {
+			return copyTree(ctx, from, dir)
+		}
+		return nil
 	default:
 		img := d.volumeImage(v.ID)
 		if from != "" {
@@ -109,7 +118,9 @@ func (d *Driver) removeData(v *volume) {
 		}
 		if err := os.RemoveAll(dir); err != nil && !errNotExist(err) {
 			d.log.Warn("could not remove volume directory", "volume", v.ID, "error", err)
+			return
 		}
+		d.unlimitDir(context.Background(), v)
 		return
 	}
 	if err := os.Remove(d.volumeImage(v.ID)); err != nil && !errNotExist(err) {
@@ -270,6 +281,9 @@ func copyTree(ctx context.Context, src, dst string) error {
 		}
 		return nil
 	})
+	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+		return status.Errorf(codes.ResourceExhausted, "copy volume data: %v", err)
+	}
 	if err != nil {
 		return status.Errorf(codes.Internal, "copy volume data: %v", err)
 	}
