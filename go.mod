@@ -1,21 +1,21 @@
 module github.com/csikit/csikit
 
-go 1.26.0
+go 1.25.0
 
 require (
 	github.com/container-storage-interface/spec v1.14.0
 	github.com/go-logr/logr v1.4.4
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4
-	github.com/prometheus/client_golang v1.25.0
+	github.com/prometheus/client_golang v1.24.1
 	github.com/prometheus/client_model v0.6.3
-	github.com/prometheus/common v0.72.0
+	github.com/prometheus/common v0.71.0
 	go.uber.org/goleak v1.3.0
-	golang.org/x/sys v0.50.0
-	google.golang.org/grpc v1.85.0
+	golang.org/x/sys v0.47.0
+	google.golang.org/grpc v1.84.0
 	google.golang.org/protobuf v1.36.12
 	k8s.io/klog/v2 v2.140.0
-	k8s.io/kubelet v0.37.2
-	k8s.io/mount-utils v0.37.2
+	k8s.io/kubelet v0.35.10
+	k8s.io/mount-utils v0.35.10
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd
 )
 
@@ -26,7 +26,7 @@ require (
 	github.com/moby/sys/mountinfo v0.7.2 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	golang.org/x/net v0.60.0 // indirect
-	golang.org/x/text v0.42.0 // indirect
+	golang.org/x/net v0.58.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 )

@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/csikit/csikit/internal/kvlog"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // callWritesKey carries a *callWrites in the context of a call that the
@@ -15,8 +17,9 @@ type callWritesKey struct{}
 // callWrites collects the KV writes a driver deferred (KV.DeferPut,
 // KV.DeferDelete) during one journaled call, in call order.
 type callWrites struct {
-	mu  sync.Mutex
-	ops []deferredOp
+	mu   sync.Mutex
+	ops  []deferredOp
+	size int // opSize of ops, at most MaxDeferred
 }
 
 type deferredOp struct {
@@ -26,6 +29,13 @@ type deferredOp struct {
 	value  []byte
 	del    bool
 }
+
+// size bounds the op's encoded size in the journal file: an op byte, three
+// length prefixes, bucket, key and value.
+func (op deferredOp) size() int { return 16 + len(op.bucket) + len(op.key) + len(op.value) }
+
+// kvName names the op's KV space, for errors.
+func (op deferredOp) kvName() string { return (&KV{bucket: op.bucket}).String() }
 
 func withCallWrites(ctx context.Context) (context.Context, *callWrites) {
 	cw := &callWrites{}
@@ -37,10 +47,36 @@ func callWritesFrom(ctx context.Context) *callWrites {
 	return cw
 }
 
-func (cw *callWrites) add(op deferredOp) {
+// add defers op, unless the call's deferred writes would then exceed
+// MaxDeferred.
+func (cw *callWrites) add(op deferredOp) error {
 	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	n := op.size()
+	if cw.size+n > MaxDeferred {
+		return status.Errorf(codes.ResourceExhausted,
+			"idempotency: %s: deferring %q would take this call's deferred writes to %d bytes, at most %d; write some with Put",
+			op.kvName(), op.key, cw.size+n, MaxDeferred)
+	}
+	cw.size += n
 	cw.ops = append(cw.ops, op)
-	cw.mu.Unlock()
+	return nil
+}
+
+// last returns the latest write deferred for bucket/key of j, if any. A
+// nil receiver has none.
+func (cw *callWrites) last(j *FileJournal, bucket, key string) (deferredOp, bool) {
+	if cw == nil {
+		return deferredOp{}, false
+	}
+	cw.mu.Lock()
+	defer cw.mu.Unlock()
+	for i := len(cw.ops) - 1; i >= 0; i-- {
+		if op := cw.ops[i]; op.j == j && op.bucket == bucket && op.key == key {
+			return op, true
+		}
+	}
+	return deferredOp{}, false
 }
 
 // take removes and returns the deferred writes for j, in order. A nil
@@ -60,6 +96,9 @@ func (cw *callWrites) take(j *FileJournal) []deferredOp {
 		}
 	}
 	cw.ops = rest
+	for _, op := range mine {
+		cw.size -= op.size()
+	}
 	return mine
 }
 
@@ -71,6 +110,9 @@ func (cw *callWrites) putBack(ops []deferredOp) {
 	}
 	cw.mu.Lock()
 	cw.ops = append(ops, cw.ops...)
+	for _, op := range ops {
+		cw.size += op.size()
+	}
 	cw.mu.Unlock()
 }
 

@@ -53,7 +53,12 @@
 // flush per batch of concurrent changes, crash-safe, for single-node
 // drivers; its KV spaces let such a driver keep its own metadata in the
 // same file, sharing the group commit, and KV.DeferPut folds a create or
-// delete call's metadata write into the journal's own commit or release).
+// delete call's metadata write into the journal's own commit or release;
+// KV.Get reads a value, a call's own deferred writes included, so a driver
+// needs no copy of its metadata in memory). A FileJournal whose file
+// failed a write reports it through HealthReporter (csikit's Server then
+// answers Probe FailedPrecondition) and recovers on a later write or a
+// reopen; the size limits are MaxKVValue, MaxDeferred and MaxKeyLen.
 // Distributed drivers implement Journal on their backend (for example Ceph
 // omap).
 //

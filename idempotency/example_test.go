@@ -168,6 +168,54 @@ func ExampleKV_DeferPut() {
 	// Output: pvc-1 true {"size":1073741824}
 }
 
+// A driver reads its metadata with KV.Get instead of keeping a copy in
+// memory. Inside a create or delete call, Get with the call's context
+// already sees what the call deferred.
+func ExampleKV_Get() {
+	dir, err := os.MkdirTemp("", "csikit-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	j, err := idempotency.OpenFileJournal(filepath.Join(dir, "journal.db"), idempotency.FileJournalOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer j.Close()
+	volumes, err := j.KV("volumes")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ic, err := idempotency.New(idempotency.Options{Journal: j})
+	if err != nil {
+		log.Fatal(err)
+	}
+	createVolume := func(ctx context.Context, req any) (any, error) {
+		id, _ := idempotency.ReservedID(ctx)
+		if err := volumes.DeferPut(ctx, id, []byte("1GiB")); err != nil {
+			return nil, err
+		}
+		v, ok, err := volumes.Get(ctx, id) // this call's own deferred write
+		if err != nil {
+			return nil, err
+		}
+		_, durable, _ := volumes.Get(context.Background(), id) // any other reader
+		fmt.Printf("in the call: %s %v; elsewhere: %v\n", v, ok, durable)
+		return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: id, CapacityBytes: 1 << 30}}, nil
+	}
+	resp, err := ic.UnaryServerInterceptor()(context.Background(), &csi.CreateVolumeRequest{Name: "pvc-1"},
+		&grpc.UnaryServerInfo{FullMethod: csi.Controller_CreateVolume_FullMethodName}, createVolume)
+	if err != nil {
+		log.Fatal(err)
+	}
+	id := resp.(*csi.CreateVolumeResponse).GetVolume().GetVolumeId()
+	v, ok, _ := volumes.Get(context.Background(), id)
+	fmt.Printf("after the call: %s %v\n", v, ok)
+	// Output:
+	// in the call: 1GiB true; elsewhere: false
+	// after the call: 1GiB true
+}
+
 // Reservations of creates the CO gave up on are released once the
 // driver's Clean removed what they left behind.
 func ExampleSweep() {

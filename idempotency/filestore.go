@@ -2,6 +2,7 @@ package idempotency
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -60,6 +61,23 @@ func OpenFileJournal(path string, o FileJournalOptions) (*FileJournal, error) {
 // fail.
 func (j *FileJournal) Close() error { return j.db.Close() }
 
+// Err implements HealthReporter. It returns nil while the journal takes
+// writes. After a write or flush to the file failed (an I/O error: what
+// reached the disk is then unknown) the journal refuses writes and Err
+// returns FailedPrecondition naming the failure, until the journal
+// recovers: every write after a second's pause tries to, by rewriting the
+// file from memory, which holds exactly what was acknowledged; reopening
+// the file (restarting the driver) recovers too, with no hand editing.
+// Running out of disk space does not poison the journal: the write that
+// needed the space fails, the next ones work once there is space. After
+// Close, Err returns FailedPrecondition too.
+func (j *FileJournal) Err() error {
+	if err := j.db.Err(); err != nil {
+		return status.Errorf(codes.FailedPrecondition, "idempotency: journal unusable: %v", err)
+	}
+	return nil
+}
+
 // Check verifies that the file replays to exactly the state in memory
 // (every record's checksum, nothing after the log's end) and that names and
 // IDs map one to one. It returns the first problem found.
@@ -96,6 +114,9 @@ func storageErr(op string, err error) error {
 	}
 	if s, ok := status.FromError(err); ok {
 		return s.Err()
+	}
+	if errors.Is(err, kvlog.ErrTooLarge) {
+		return status.Errorf(codes.ResourceExhausted, "journal %s: %v", op, err)
 	}
 	return status.Errorf(codes.Internal, "journal %s: %v", op, err)
 }

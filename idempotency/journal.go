@@ -83,6 +83,16 @@ type Journal interface {
 	Release(ctx context.Context, kind Kind, id string) error
 }
 
+// HealthReporter is implemented by journals that can become unable to
+// write, such as FileJournal. While Err returns non-nil, csikit's Server
+// answers Probe with that error (FailedPrecondition: the plugin is not
+// healthy) and reports the journal unhealthy in its metrics.
+type HealthReporter interface {
+	// Err returns nil while the journal takes writes, else why it does
+	// not, with a gRPC code.
+	Err() error
+}
+
 func checkArgs(ctx context.Context, kind Kind, s string) error {
 	if err := ctx.Err(); err != nil {
 		return status.FromContextError(err).Err()

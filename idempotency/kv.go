@@ -11,8 +11,20 @@ import (
 	"github.com/csikit/csikit/internal/kvlog"
 )
 
-// MaxKVValue bounds one KV value.
-const MaxKVValue = 16 << 20
+// Size limits of a FileJournal's KV spaces. A write over them fails at
+// the call that makes it (Put, Delete, DeferPut, DeferDelete) with the
+// code named, and the journal is unaffected. The journal file as a whole
+// has no size limit but memory: it is held in memory and compacted in
+// pieces.
+const (
+	// MaxKVValue bounds one value (InvalidArgument).
+	MaxKVValue = 16 << 20
+	// MaxDeferred bounds the keys and values one call may defer
+	// (DeferPut, DeferDelete), taken together: they are written in one
+	// transaction with the journal's record of the call
+	// (ResourceExhausted; write some with Put instead).
+	MaxDeferred = 32 << 20
+)
 
 // KV is a durable key-value space inside a FileJournal's file, for a
 // single-node driver's own metadata (volume sizes, attachments, …). Its
@@ -62,8 +74,9 @@ func (kv *KV) Delete(ctx context.Context, key string) error {
 // fails the call fails with Unavailable and the CO retries it. Outside such
 // a call DeferPut is Put.
 //
-// Reads through ForEach see a deferred write only once it is durable; the
-// driver's own in-memory view is the driver's business.
+// Get with the same call's ctx sees the deferred write at once (the call
+// reads its own writes); other calls, and ForEach, see it once it is
+// durable.
 func (kv *KV) DeferPut(ctx context.Context, key string, value []byte) error {
 	return kv.write(ctx, deferredOp{j: kv.j, bucket: kv.bucket, key: key, value: value}, true)
 }
@@ -79,7 +92,7 @@ func (kv *KV) write(ctx context.Context, op deferredOp, deferred bool) error {
 		return err
 	}
 	if len(op.value) > MaxKVValue {
-		return status.Errorf(codes.InvalidArgument, "idempotency: KV value of %d bytes: at most %d", len(op.value), MaxKVValue)
+		return status.Errorf(codes.InvalidArgument, "idempotency: %s: value of %d bytes for key %q: at most %d", kv, len(op.value), op.key, MaxKVValue)
 	}
 	if err := ctx.Err(); err != nil {
 		return status.FromContextError(err).Err()
@@ -89,8 +102,7 @@ func (kv *KV) write(ctx context.Context, op deferredOp, deferred bool) error {
 		if !op.del {
 			op.value = bytes.Clone(op.value)
 		}
-		cw.add(op)
-		return nil
+		return cw.add(op)
 	}
 	ops := append(cw.take(kv.j), op)
 	err := kv.j.db.Update(func(tx *kvlog.Tx) error { applyOps(tx, ops); return nil })
@@ -100,9 +112,36 @@ func (kv *KV) write(ctx context.Context, op deferredOp, deferred bool) error {
 	return storageErr("KV write", err)
 }
 
-// ForEach calls fn for every key in key order, on one consistent view;
-// value is valid only during the call and must not be modified. An error
-// from fn stops the walk and is returned. fn must not write to the journal
+// Get returns a copy of the value stored under key, and whether there is
+// one. Within a call that deferred writes to key (DeferPut, DeferDelete),
+// with that call's ctx, it returns the last of them: a call reads its own
+// writes before they are durable. Otherwise it returns the durable value.
+// Reads never touch the disk.
+func (kv *KV) Get(ctx context.Context, key string) (value []byte, ok bool, err error) {
+	if err := checkKey(key); err != nil {
+		return nil, false, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, false, status.FromContextError(err).Err()
+	}
+	if op, found := callWritesFrom(ctx).last(kv.j, kv.bucket, key); found {
+		if op.del {
+			return nil, false, nil
+		}
+		return bytes.Clone(op.value), true, nil
+	}
+	err = kv.j.db.View(func(r kvlog.Reader) error {
+		v := r.Get(kv.bucket, key)
+		value, ok = bytes.Clone(v), v != nil
+		return nil
+	})
+	return value, ok, err
+}
+
+// ForEach calls fn for every key in key order, on one consistent view of
+// the durable values (not a call's deferred writes); value is valid only
+// during the call and must not be modified. An error from fn stops the
+// walk and is returned. fn must not call the journal or its KV spaces
 // (writes wait until ForEach returns).
 func (kv *KV) ForEach(fn func(key string, value []byte) error) error {
 	return kv.j.db.View(func(r kvlog.Reader) error { return r.ForEach(kv.bucket, fn) })

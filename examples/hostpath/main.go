@@ -36,6 +36,7 @@ import (
 	"github.com/csikit/csikit/k8s/csidriver"
 	"github.com/csikit/csikit/k8s/registration"
 	"github.com/csikit/csikit/metrics"
+	"github.com/csikit/csikit/runner"
 )
 
 // serverOptions are the csikit options the flags select (without the
@@ -50,22 +51,6 @@ func serverOptions(cfg *config, logger *slog.Logger) csikit.Options {
 		Clone:             true, SingleNodeMultiWriter: true,
 		Alpha:  true, // GET_VOLUME, GET_SNAPSHOT and the health RPCs are alpha in CSI v1.14
 		Logger: logger,
-	}
-}
-
-// sweep releases, at start and then hourly, the journal reservations of
-// creates that failed a day or more ago and were never retried to success
-// (their PVC was deleted meanwhile), removing what they left on disk.
-func sweep(ctx context.Context, d *driver.Driver, srv *csikit.Server, logger *slog.Logger) {
-	for {
-		if _, err := d.SweepAbandoned(ctx, srv.Locks(), 24*time.Hour); err != nil && ctx.Err() == nil {
-			logger.Warn("sweeping abandoned reservations", "error", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Hour):
-		}
 	}
 }
 
@@ -145,51 +130,32 @@ func run(args []string) error {
 
 	fmt.Fprintf(os.Stderr, "hostpath %s: driver %s on node %s, serving %s, state in %s\n",
 		version(), cfg.driverName, cfg.nodeID, cfg.endpoint, cfg.stateDir)
-	var kubelet *registration.Registrar
+	// The parts run together and stop in reverse order: the sweep first,
+	// then the CSI server drains, then kubelet registration, and /metrics
+	// and /healthz last, so they see the end of the drain.
+	g := runner.New(runner.Options{Logger: logger})
+	if reg != nil {
+		g.Add("metrics", runner.Func(func(ctx context.Context) error {
+			return metrics.ListenAndServe(ctx, cfg.metricsAddr, metrics.HTTPOptions{Gatherer: reg, Probe: g.Check, Logger: logger})
+		}))
+	}
 	if cfg.kubeletRegistration != "" {
-		kubelet, err = registration.New(registration.Options{DriverName: cfg.driverName, Endpoint: cfg.kubeletRegistration, Logger: logger})
+		kubelet, err := registration.New(registration.Options{DriverName: cfg.driverName, Endpoint: cfg.kubeletRegistration, Logger: logger})
 		if err != nil {
 			return err
 		}
-		go func() {
-			if err := kubelet.Run(ctx); err != nil {
-				logger.Error("kubelet plugin registration stopped", "error", err)
-			}
-		}()
+		g.Add("kubelet-registration", runner.Func(kubelet.Run), runner.WithCheck(func(context.Context) error { return kubelet.Err() }))
 	}
-	swept := make(chan struct{})
-	go func() { sweep(ctx, d, srv, logger); close(swept) }()
-	errc := make(chan error, 1)
-	if reg != nil {
-		go func() {
-			errc <- metrics.ListenAndServe(ctx, cfg.metricsAddr, metrics.HTTPOptions{
-				Gatherer: reg, Probe: healthz(srv, kubelet), Logger: logger,
-			})
-		}()
-	}
-	err = srv.ListenAndServe(ctx, cfg.endpoint)
-	stop()
-	<-swept // before d.Close
-	if reg != nil {
-		if merr := <-errc; merr != nil && !errors.Is(merr, context.Canceled) {
-			err = errors.Join(err, merr)
-		}
-	}
-	return err
-}
-
-// healthz fails while the driver is not ready or kubelet reports a failed
-// registration.
-func healthz(srv *csikit.Server, kubelet *registration.Registrar) func(context.Context) error {
-	probe := metrics.IdentityProbe(srv)
-	return func(ctx context.Context) error {
-		if kubelet != nil {
-			if err := kubelet.Err(); err != nil {
-				return err
-			}
-		}
-		return probe(ctx)
-	}
+	g.Add("csi", runner.Func(func(ctx context.Context) error { return srv.ListenAndServe(ctx, cfg.endpoint) }),
+		runner.WithCheck(metrics.IdentityProbe(srv)))
+	// Releases, at start and then hourly, the journal reservations of
+	// creates that failed a day or more ago and were never retried to
+	// success (their PVC was deleted meanwhile), with what they left on disk.
+	g.Add("sweep", runner.Every(time.Hour, func(ctx context.Context) error {
+		_, err := d.SweepAbandoned(ctx, srv.Locks(), 24*time.Hour)
+		return err
+	}, func(err error) { logger.Warn("sweeping abandoned reservations", "error", err) }))
+	return g.Run(ctx)
 }
 
 func parseFlags(args []string) (*config, error) {

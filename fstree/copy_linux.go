@@ -1,0 +1,370 @@
+//go:build linux
+
+package fstree
+
+import (
+	"context"
+	"errors"
+	"math"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+
+	"github.com/csikit/csikit/internal/codederr"
+)
+
+// copyChunk is the most one copy_file_range call moves, so the context and
+// the budget are checked at least this often.
+const copyChunk = 8 << 20
+
+// copier is one Copy's state.
+type copier struct {
+	*walker
+	opts  CopyOptions
+	left  int64 // bytes the budget still allows
+	stats CopyStats
+	data  []byte // read/write buffer when copy_file_range cannot be used
+	noCFR bool
+}
+
+func copyTree(ctx context.Context, src, dst string, opts CopyOptions) (CopyStats, error) {
+	if err := ctx.Err(); err != nil {
+		return CopyStats{}, codederr.FromContext(err, "copy %s", src)
+	}
+	sfd, err := openRoot(src)
+	switch {
+	case isNotExist(err):
+		return CopyStats{}, codederr.Errorf(codes.NotFound, err, "copy source %s", src)
+	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
+		return CopyStats{}, codederr.Errorf(codes.InvalidArgument, err, "copy source %s is not a directory", src)
+	case err != nil:
+		return CopyStats{}, sysError("open", src, err)
+	}
+	defer unix.Close(sfd)
+	mounts, err := mountsBelow(src)
+	if err != nil {
+		return CopyStats{}, sysError("list mounts below", src, err)
+	}
+	if len(mounts) > 0 {
+		return CopyStats{}, mountError("copy "+src, mounts[0])
+	}
+
+	created := true
+	if err := unix.Mkdir(dst, 0o700); errors.Is(err, unix.EEXIST) {
+		created = false
+	} else if err != nil {
+		if isNotExist(err) {
+			return CopyStats{}, codederr.Errorf(codes.NotFound, err, "parent of copy destination %s", dst)
+		}
+		return CopyStats{}, sysError("create", dst, err)
+	}
+	dfd, err := openRoot(dst)
+	if err != nil {
+		if !created && (errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR)) {
+			return CopyStats{}, codederr.Errorf(codes.AlreadyExists, err, "copy destination %s exists and is not a directory", dst)
+		}
+		return CopyStats{}, sysError("open", dst, err)
+	}
+	c := &copier{walker: newWalker(ctx), opts: opts, left: opts.MaxBytes}
+	if c.left == 0 {
+		c.left = math.MaxInt64
+	}
+	if !created {
+		ents, err := c.readDir(dfd)
+		if err == nil && len(ents) > 0 {
+			err = codederr.Errorf(codes.AlreadyExists, nil, "copy destination %s exists and is not empty", dst)
+		}
+		if err == nil {
+			err = unix.Fchmod(dfd, 0o700)
+		}
+		if err != nil {
+			unix.Close(dfd)
+			if _, ok := err.(*codederr.Error); ok {
+				return CopyStats{}, err
+			}
+			return CopyStats{}, sysError("prepare", dst, err)
+		}
+	}
+	err = c.copyDir(sfd, dfd, src, dst)
+	if err == nil {
+		var st unix.Stat_t
+		if err = unix.Fstat(sfd, &st); err != nil {
+			err = sysError("stat", src, err)
+		} else {
+			err = c.setAttrs(dfd, "", &st, dst)
+		}
+	}
+	if err == nil {
+		c.stats.Dirs++
+		unix.Close(dfd)
+		return c.stats, nil
+	}
+	// Undo: remove what was made, with a context of its own so a cancelled
+	// copy still cleans up.
+	clean := newWalker(context.WithoutCancel(ctx))
+	cerr := clean.removeContents(dfd, dst)
+	unix.Close(dfd)
+	if cerr == nil && created {
+		if rerr := unix.Rmdir(dst); rerr != nil && !isNotExist(rerr) {
+			cerr = rerr
+		}
+	}
+	if cerr != nil {
+		return CopyStats{}, codederr.Errorf(codeOf(err), err, "copy %s to %s failed, and removing the partial copy failed too (%v)", src, dst, cerr)
+	}
+	return CopyStats{}, err
+}
+
+// codeOf returns the gRPC code of a coded error, or Internal.
+func codeOf(err error) codes.Code {
+	var ce *codederr.Error
+	if errors.As(err, &ce) {
+		return ce.GRPCStatus().Code()
+	}
+	return codes.Internal
+}
+
+// copyDir copies the contents of the directory open at sfd into the one
+// open at dfd. spath and dpath are for messages.
+func (c *copier) copyDir(sfd, dfd int, spath, dpath string) error {
+	ents, err := c.readDir(sfd)
+	if err != nil {
+		return sysError("read directory", spath, err)
+	}
+	for _, e := range ents {
+		sp := filepath.Join(spath, e.name)
+		if err := c.tick(sp); err != nil {
+			return err
+		}
+		if err := c.copyEntry(sfd, dfd, e.name, sp, filepath.Join(dpath, e.name)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyEntry copies one entry. It opens the entry with O_PATH (which never
+// has side effects, works on symlinks and reads nothing) and decides by
+// what that descriptor is, so the type cannot change between the check
+// and the copy.
+func (c *copier) copyEntry(sfd, dfd int, name, sp, dp string) error {
+	pfd, err := c.openAt(sfd, name, unix.O_PATH)
+	switch {
+	case isNotExist(err):
+		return nil // removed meanwhile
+	case errors.Is(err, unix.EXDEV):
+		return mountError("copy", sp)
+	case err != nil:
+		return sysError("open", sp, err)
+	}
+	defer unix.Close(pfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(pfd, &st); err != nil {
+		return sysError("stat", sp, err)
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		fd, err := unix.Openat(pfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return sysError("open", sp, err)
+		}
+		defer unix.Close(fd)
+		if err := unix.Mkdirat(dfd, name, 0o700); err != nil {
+			return sysError("create", dp, err)
+		}
+		nfd, err := unix.Openat(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return sysError("open", dp, err)
+		}
+		defer unix.Close(nfd)
+		if err := c.copyDir(fd, nfd, sp, dp); err != nil {
+			return err
+		}
+		c.stats.Dirs++
+		return c.setAttrs(nfd, "", &st, dp)
+	case unix.S_IFREG:
+		return c.copyFile(pfd, &st, dfd, name, sp, dp)
+	case unix.S_IFLNK:
+		buf := make([]byte, unix.PathMax)
+		n, err := unix.Readlinkat(pfd, "", buf)
+		if err != nil {
+			return sysError("read symlink", sp, err)
+		}
+		if err := unix.Symlinkat(string(buf[:n]), dfd, name); err != nil {
+			return sysError("create symlink", dp, err)
+		}
+		c.stats.Symlinks++
+		return c.setAttrs(dfd, name, &st, dp)
+	case unix.S_IFCHR, unix.S_IFBLK:
+		if !c.opts.CopyDevices {
+			return codederr.Errorf(codes.FailedPrecondition, nil,
+				"copy %s: it is a device node, which is not copied unless CopyOptions.CopyDevices is set", sp)
+		}
+		fallthrough
+	default: // FIFO, socket
+		if err := unix.Mknodat(dfd, name, st.Mode&unix.S_IFMT|0o600, int(st.Rdev)); err != nil {
+			return sysError("create node", dp, err)
+		}
+		c.stats.Specials++
+		return c.setAttrs(dfd, name, &st, dp)
+	}
+}
+
+// copyFile copies the regular file open (O_PATH) at pfd, with stat st, to
+// a new file name in dfd.
+func (c *copier) copyFile(pfd int, st *unix.Stat_t, dfd int, name, sp, dp string) error {
+	// Reopen the very inode the O_PATH descriptor holds for reading; the
+	// magic link cannot lead anywhere else.
+	in, err := unix.Open("/proc/self/fd/"+strconv.Itoa(pfd), unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY, 0)
+	if err != nil {
+		return sysError("open", sp, err)
+	}
+	defer unix.Close(in)
+	var ist unix.Stat_t
+	if err := unix.Fstat(in, &ist); err != nil {
+		return sysError("stat", sp, err)
+	}
+	if ist.Dev != st.Dev || ist.Ino != st.Ino {
+		return codederr.Errorf(codes.Internal, nil, "copy %s: reopened a different file", sp)
+	}
+	out, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return sysError("create", dp, err)
+	}
+	defer unix.Close(out)
+	if err := c.copyData(in, out, sp, dp); err != nil {
+		return err
+	}
+	// The size (a trailing hole included) as the file is now.
+	if err := unix.Fstat(in, &ist); err != nil {
+		return sysError("stat", sp, err)
+	}
+	if err := unix.Ftruncate(out, ist.Size); err != nil {
+		return sysError("truncate", dp, err)
+	}
+	c.stats.Files++
+	return c.setAttrs(out, "", st, dp)
+}
+
+// copyData copies the data extents of in to the same offsets of out,
+// leaving holes unwritten, within the byte budget.
+func (c *copier) copyData(in, out int, sp, dp string) error {
+	var off int64
+	for {
+		data, err := unix.Seek(in, off, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) {
+			return nil // no data after off
+		}
+		var end int64
+		if err != nil {
+			// No SEEK_DATA support: everything up to the size is data.
+			var st unix.Stat_t
+			if err := unix.Fstat(in, &st); err != nil {
+				return sysError("stat", sp, err)
+			}
+			data, end = off, st.Size
+		} else if end, err = unix.Seek(in, data, unix.SEEK_HOLE); err != nil {
+			return sysError("seek", sp, err)
+		}
+		if end <= data {
+			return nil
+		}
+		for data < end {
+			if err := c.ctx.Err(); err != nil {
+				return codederr.FromContext(err, "copy stopped at %s", sp)
+			}
+			n := min(end-data, copyChunk)
+			if n > c.left {
+				return codederr.Errorf(codes.OutOfRange, nil,
+					"copy %s: the tree holds more than the %d bytes allowed: give the destination a larger capacity",
+					sp, c.opts.MaxBytes)
+			}
+			done, err := c.move(in, out, data, n)
+			if err != nil {
+				return sysError("copy data to", dp, err)
+			}
+			if done == 0 {
+				return nil // the file shrank meanwhile
+			}
+			data += done
+			c.left -= done
+			c.stats.Bytes += done
+		}
+		off = end
+	}
+}
+
+// move copies n bytes at off from in to out, with copy_file_range (no
+// copies through user space, reflinks where the file system can) or with
+// pread and pwrite where the kernel cannot.
+func (c *copier) move(in, out int, off, n int64) (int64, error) {
+	if !c.noCFR {
+		roff, woff := off, off
+		done, err := unix.CopyFileRange(in, &roff, out, &woff, int(n), 0)
+		switch {
+		case err == nil:
+			return int64(done), nil
+		case errors.Is(err, unix.EXDEV), errors.Is(err, unix.EINVAL), errors.Is(err, unix.EOPNOTSUPP),
+			errors.Is(err, unix.ENOSYS):
+			c.noCFR = true
+		default:
+			return 0, err
+		}
+	}
+	if c.data == nil {
+		c.data = make([]byte, 1<<20)
+	}
+	buf := c.data[:min(n, int64(len(c.data)))]
+	r, err := unix.Pread(in, buf, off)
+	if err != nil || r == 0 {
+		return 0, err
+	}
+	for w := 0; w < r; {
+		m, err := unix.Pwrite(out, buf[w:r], off+int64(w))
+		if err != nil {
+			return 0, err
+		}
+		w += m
+	}
+	return int64(r), nil
+}
+
+// setAttrs gives the entry at (fd, name) — or fd itself when name is "" —
+// the owner, mode and times of st. Owner comes first: chown clears setuid
+// and setgid bits.
+func (c *copier) setAttrs(fd int, name string, st *unix.Stat_t, path string) error {
+	flags := unix.AT_SYMLINK_NOFOLLOW
+	if name == "" {
+		flags |= unix.AT_EMPTY_PATH
+	}
+	if err := unix.Fchownat(fd, name, int(st.Uid), int(st.Gid), flags); err != nil {
+		return sysError("chown", path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFLNK { // a symlink's mode means nothing
+		var err error
+		if name == "" {
+			err = unix.Fchmod(fd, st.Mode&0o7777)
+		} else {
+			err = unix.Fchmodat(fd, name, st.Mode&0o7777, 0)
+		}
+		if err != nil {
+			return sysError("chmod", path, err)
+		}
+	}
+	ts := []unix.Timespec{st.Atim, st.Mtim}
+	if name == "" {
+		if err := unix.UtimesNanoAt(fd, "", ts, unix.AT_EMPTY_PATH); err != nil {
+			// Older kernels lack AT_EMPTY_PATH for utimensat; futimens does it.
+			if err := unix.Futimes(fd, []unix.Timeval{unix.NsecToTimeval(unix.TimespecToNsec(st.Atim)), unix.NsecToTimeval(unix.TimespecToNsec(st.Mtim))}); err != nil {
+				return sysError("set times of", path, err)
+			}
+		}
+		return nil
+	}
+	if err := unix.UtimesNanoAt(fd, name, ts, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return sysError("set times of", path, err)
+	}
+	return nil
+}

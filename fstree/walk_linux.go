@@ -1,0 +1,224 @@
+//go:build linux
+
+package fstree
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+
+	"github.com/csikit/csikit/internal/codederr"
+	"github.com/csikit/csikit/internal/mountpoint"
+)
+
+// ctxEvery is how many entries a walk handles between context checks.
+const ctxEvery = 64
+
+// dirent is one directory entry as getdents64 reports it.
+type dirent struct {
+	name string
+	typ  uint8 // DT_* from linux/dirent.h; DT_UNKNOWN on some file systems
+}
+
+// walker holds what one walk shares: a getdents buffer, whether openat2
+// is available, and a counter for context checks.
+type walker struct {
+	ctx       context.Context
+	buf       []byte
+	noOpenat2 bool
+	n         int
+}
+
+func newWalker(ctx context.Context) *walker {
+	return &walker{ctx: ctx, buf: make([]byte, 32*1024)}
+}
+
+// tick checks the context every ctxEvery calls.
+func (w *walker) tick(path string) error {
+	w.n++
+	if w.n%ctxEvery != 0 {
+		return nil
+	}
+	if err := w.ctx.Err(); err != nil {
+		return codederr.FromContext(err, "walk stopped at %s", path)
+	}
+	return nil
+}
+
+// readDir returns every entry of the directory open at fd except "." and
+// "..", read with getdents64 (never by path).
+func (w *walker) readDir(fd int) ([]dirent, error) {
+	if _, err := unix.Seek(fd, 0, 0); err != nil {
+		return nil, err
+	}
+	var out []dirent
+	for {
+		n, err := unix.Getdents(fd, w.buf)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return out, nil
+		}
+		for off := 0; off+19 <= n; {
+			reclen := int(binary.NativeEndian.Uint16(w.buf[off+16:]))
+			if reclen == 0 || off+reclen > n {
+				break
+			}
+			typ := w.buf[off+18]
+			name := w.buf[off+19 : off+reclen]
+			if i := indexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			off += reclen
+			if s := string(name); s != "." && s != ".." {
+				out = append(out, dirent{name: s, typ: typ})
+			}
+		}
+	}
+}
+
+func indexByte(b []byte, c byte) int {
+	for i, x := range b {
+		if x == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// openAt opens name (one path component) relative to the directory dirfd
+// without following a symlink and without crossing into another mount:
+// openat2 with RESOLVE_NO_SYMLINKS|RESOLVE_NO_XDEV and O_NOFOLLOW, so a
+// mount point gives EXDEV and a symlink ELOOP (or, with O_PATH, a
+// descriptor of the symlink itself). name comes from getdents: one
+// component, never "." or "..", so the result is always a child of dirfd.
+// RESOLVE_BENEATH would add nothing for one component, and it is left out
+// on purpose: when a concurrent rename moves the entry out of dirfd just
+// after the lookup, the kernel's final scope check fails with EXDEV, which
+// would read as a mount. On kernels without openat2 (before
+// 5.6) it uses openat with O_NOFOLLOW and reports EXDEV for a mount root
+// found by statx, or by a device number other than the parent's.
+func (w *walker) openAt(dirfd int, name string, flags int) (int, error) {
+	flags |= unix.O_NOFOLLOW | unix.O_CLOEXEC
+	if !w.noOpenat2 {
+		how := unix.OpenHow{
+			Flags:   uint64(flags),
+			Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_XDEV | unix.RESOLVE_NO_MAGICLINKS,
+		}
+		for try := 0; ; try++ {
+			fd, err := unix.Openat2(dirfd, name, &how)
+			if (errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR)) && try < 16 {
+				continue // a concurrent rename somewhere; the kernel asks to retry
+			}
+			if errors.Is(err, unix.ENOSYS) {
+				w.noOpenat2 = true
+				break
+			}
+			return fd, err
+		}
+	}
+	fd, err := unix.Openat(dirfd, name, flags, 0)
+	if err != nil {
+		return -1, err
+	}
+	if mnt, err := isMountRootFd(fd, dirfd); err != nil || mnt {
+		unix.Close(fd)
+		if err == nil {
+			err = unix.EXDEV
+		}
+		return -1, err
+	}
+	return fd, nil
+}
+
+// isMountRootFd is the fallback mount check for kernels without openat2.
+func isMountRootFd(fd, parent int) (bool, error) {
+	var stx unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, unix.STATX_TYPE, &stx); err == nil &&
+		stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 {
+		return stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0, nil
+	}
+	var a, b unix.Stat_t
+	if err := unix.Fstat(fd, &a); err != nil {
+		return false, err
+	}
+	if err := unix.Fstat(parent, &b); err != nil {
+		return false, err
+	}
+	return a.Dev != b.Dev, nil
+}
+
+// openRoot opens the root of a walk: a directory whose last component must
+// not be a symlink. The caller closes it.
+func openRoot(path string) (int, error) {
+	return unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+}
+
+// mountsBelow lists the mount points strictly below dir, from
+// /proc/self/mountinfo, for refusing a walk before it touches anything. dir
+// is resolved first (its parents belong to the driver and may be
+// symlinks). The walks check every entry themselves as well; this only
+// makes the common refusal happen before anything was removed.
+func mountsBelow(dir string) ([]string, error) {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	prefix := strings.TrimSuffix(real, "/") + "/"
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		if mp := mountpoint.UnescapeOctal(fields[4]); strings.HasPrefix(mp, prefix) {
+			out = append(out, filepath.Join(dir, strings.TrimPrefix(mp, prefix)))
+		}
+	}
+	return out, sc.Err()
+}
+
+// mountError is the refusal of a walk that met a mount point.
+func mountError(op, mnt string) error {
+	return codederr.Errorf(codes.FailedPrecondition, nil,
+		"%s: %s is a mount point: unmount it first (nothing below it was touched)", op, mnt)
+}
+
+// sysError turns an errno from a walk into a coded error.
+func sysError(op, path string, err error) error {
+	code := codes.Internal
+	switch {
+	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT), errors.Is(err, unix.EMFILE),
+		errors.Is(err, unix.ENFILE), errors.Is(err, unix.ENOMEM):
+		code = codes.ResourceExhausted
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, unix.EROFS):
+		code = codes.PermissionDenied
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	case errors.Is(err, context.DeadlineExceeded):
+		code = codes.DeadlineExceeded
+	}
+	return codederr.Errorf(code, err, "%s %s", op, path)
+}
+
+// isNotExist reports an entry that vanished while the walk ran.
+func isNotExist(err error) bool { return errors.Is(err, unix.ENOENT) }
