@@ -61,16 +61,19 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 	}
 
 	src := r.GetVolumeContentSource()
+	if err := d.removeLeftovers(ctx, id); err != nil {
+		return nil, err
+	}
 	if err := d.reserveCapacity(id, size); err != nil {
 		return nil, err
 	}
 	if err := d.createData(ctx, v, src); err != nil {
-		d.removeData(v)
+		d.discardData(v)
 		d.ledger.cancel(id)
 		return nil, err
 	}
 	if err := d.store.putVolume(ctx, v); err != nil {
-		d.removeData(v)
+		d.discardData(v)
 		d.ledger.cancel(id)
 		return nil, status.Error(codes.Internal, err.Error())
 	}
@@ -181,11 +184,15 @@ func (d *Driver) DeleteVolume(ctx context.Context, r *csi.DeleteVolumeRequest) (
 	if err := d.detachIfAttached(ctx, &v); err != nil {
 		return nil, err
 	}
+	// Data first: when it cannot be removed (a mount below it), the
+	// volume stays known and the CO's retry tries again.
+	if err := d.removeData(ctx, &v); err != nil {
+		return nil, err
+	}
 	if err := d.store.delVolume(ctx, id); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	d.ledger.release(id)
-	d.removeData(&v)
 	return &csi.DeleteVolumeResponse{}, nil
 }
 

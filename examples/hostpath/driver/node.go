@@ -230,7 +230,7 @@ func (d *Driver) publishEphemeral(ctx context.Context, r *csi.NodePublishVolumeR
 			return nil, err
 		}
 		if err := d.store.putVolume(ctx, v); err != nil {
-			d.removeData(v)
+			d.discardData(v)
 			d.ledger.cancel(id)
 			return nil, status.Error(codes.Internal, err.Error())
 		}
@@ -265,11 +265,13 @@ func (d *Driver) NodeUnpublishVolume(ctx context.Context, r *csi.NodeUnpublishVo
 		}
 	}
 	if v.Ephemeral {
+		if err := d.removeData(ctx, &v); err != nil {
+			return nil, err // the volume stays known: kubelet's retry tries again
+		}
 		if err := d.store.delVolume(ctx, v.ID); err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
 		}
 		d.ledger.release(v.ID)
-		d.removeData(&v)
 	}
 	return &csi.NodeUnpublishVolumeResponse{}, nil
 }
