@@ -217,13 +217,16 @@ func SetLimit(ctx context.Context, path string, id ProjectID, bytes int64) error
 }
 
 // Get returns project id's usage and hard limit on the filesystem holding
-// path. A project nothing belongs to reports zeros.
+// path. A project nothing belongs to and no limit was set for reports
+// zeros (xfs has no record of it: ENOENT).
 func Get(ctx context.Context, path string, id ProjectID) (Usage, error) {
 	var u Usage
 	err := withFD(ctx, path, func(fd int) error {
 		var q ifDqblk
 		err := quotactl(fd, qGetQuota, id, unsafe.Pointer(&q))
 		switch {
+		case errors.Is(err, unix.ENOENT):
+			return nil // no record: nothing used, no limit
 		case errors.Is(err, unix.ENOSYS), errors.Is(err, unix.ESRCH), errors.Is(err, unix.ENOTSUP):
 			return unsupported(path, fmt.Sprintf("cannot read project quotas (%v)", err))
 		case err != nil:
