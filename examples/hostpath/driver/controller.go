@@ -338,8 +338,14 @@ func (d *Driver) ControllerExpandVolume(ctx context.Context, r *csi.ControllerEx
 			return nil, status.Errorf(status.Code(err), "raise the quota of volume %s: %v", v.ID, err)
 		}
 	}
+	old := v.Capacity
 	v.Capacity = size
 	if err := d.store.putVolume(ctx, &v); err != nil {
+		if v.ProjectID != 0 { // the record still says old: so must the limit
+			if qerr := quota.SetLimit(ctx, d.volumeDir(v.ID), quota.ProjectID(v.ProjectID), old); qerr != nil {
+				d.log.Warn("could not lower the quota of a volume whose expansion failed", "volume", v.ID, "error", qerr)
+			}
+		}
 		d.ledger.cancel(v.ID)
 		return nil, status.Error(codes.Internal, err.Error())
 	}
