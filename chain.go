@@ -5,6 +5,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	grpcrecovery "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	"github.com/csikit/csikit/csi/logging"
@@ -48,6 +49,11 @@ func (s *Server) buildChain() error {
 		}
 		m := s.metrics
 		onPanic = func(_ context.Context, method string, _ any) { m.PanicRecovered(method) }
+		if h, ok := o.Journal.(idempotency.HealthReporter); ok {
+			if err := o.Registry.Register(journalHealthGauge(o.Name, h)); err != nil {
+				return err
+			}
+		}
 	}
 	ropts := recovery.Options{Logger: s.log, OnPanic: onPanic}
 	chain = append(chain,
@@ -82,6 +88,23 @@ func (s *Server) buildChain() error {
 	csi.RegisterGroupControllerServer(s.grpc, groupService{s: s, d: s.d})
 	csi.RegisterNodeServer(s.grpc, nodeService{s: s, d: s.d})
 	return nil
+}
+
+// journalHealthyName is the gauge that is 1 while Options.Journal takes
+// writes and 0 while it reports itself unable to (a poisoned FileJournal).
+const journalHealthyName = "csikit_journal_healthy"
+
+func journalHealthGauge(driver string, h idempotency.HealthReporter) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        journalHealthyName,
+		Help:        "1 while the idempotency journal takes writes, 0 while a failed write keeps it from doing so (Probe then answers FAILED_PRECONDITION).",
+		ConstLabels: prometheus.Labels{"driver_name": driver},
+	}, func() float64 {
+		if h.Err() != nil {
+			return 0
+		}
+		return 1
+	})
 }
 
 // gate answers Unimplemented for every RPC the server does not serve,

@@ -129,7 +129,7 @@ type NodeInfoer interface {
 }
 
 // NodeStatsReporter reports volume usage (GET_VOLUME_STATS). See
-// metrics.VolumeStats for a ready-made implementation.
+// stats.VolumeStats for a ready-made implementation.
 type NodeStatsReporter interface {
 	NodeGetVolumeStats(context.Context, *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error)
 }

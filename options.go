@@ -91,13 +91,17 @@ type Options struct {
 	// Secrets are stripped from everything it is given.
 	Logger *slog.Logger
 	// Registry, when set, gets the csi_plugin_operations_seconds histogram
-	// and the other server metrics; nil costs nothing per call.
+	// and the other server metrics, and csikit_journal_healthy (1 or 0)
+	// when Journal reports its health (idempotency.HealthReporter, as
+	// FileJournal does); nil costs nothing per call.
 	Registry prometheus.Registerer
 
 	// Journal makes CreateVolume and CreateSnapshot idempotent across
 	// retries and restarts: names are reserved before the driver runs and
 	// the reserved ID reaches it through idempotency.ReservedID. Nil turns
-	// the journal off (per-volume locking stays on).
+	// the journal off (per-volume locking stays on). A Journal that is an
+	// idempotency.HealthReporter makes Probe answer FailedPrecondition
+	// while it cannot write.
 	Journal idempotency.Journal
 	// NewID chooses IDs for journal reservations (default: random,
 	// path-safe IDs).

@@ -218,8 +218,10 @@ func (s *Server) shutdown() {
 }
 
 // Probe answers like the Identity service's Probe RPC, without a gRPC
-// round trip: the driver's Prober when it has one, else ready. It lets a
-// /healthz handler (metrics.IdentityProbe) share the driver's readiness.
+// round trip: FailedPrecondition while Options.Journal reports itself
+// unable to write (idempotency.HealthReporter), else the driver's Prober
+// when it has one, else ready. It lets a /healthz handler
+// (metrics.IdentityProbe) share the driver's readiness.
 func (s *Server) Probe(ctx context.Context, req *csi.ProbeRequest) (*csi.ProbeResponse, error) {
 	return identityService{s: s}.Probe(ctx, req)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/csikit/csikit/idempotency"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -28,6 +29,13 @@ func (i identityService) GetPluginCapabilities(context.Context, *csi.GetPluginCa
 }
 
 func (i identityService) Probe(ctx context.Context, req *csi.ProbeRequest) (*csi.ProbeResponse, error) {
+	// A journal that cannot write (idempotency.HealthReporter) makes the
+	// plugin unhealthy: the spec's answer is FAILED_PRECONDITION.
+	if h, ok := i.s.opts.Journal.(idempotency.HealthReporter); ok {
+		if err := h.Err(); err != nil {
+			return nil, status.Errorf(codes.FailedPrecondition, "journal: %s", status.Convert(err).Message())
+		}
+	}
 	if i.s.d.prober != nil {
 		return i.s.d.prober.Probe(ctx, req)
 	}

@@ -45,8 +45,10 @@
 // exists, CreateVolume also locks the ID and DeleteVolume also locks the
 // name, so the two exclude each other. DeleteVolume and DeleteSnapshot
 // release the binding after the driver succeeds. A create refused with
-// InvalidArgument, OutOfRange, AlreadyExists or Unimplemented drops its
-// uncommitted reservation; after other errors it stays for the retry.
+// InvalidArgument, OutOfRange, AlreadyExists or Unimplemented drops the
+// reservation it made itself; a reservation from an earlier attempt, which
+// may have built the object, stays, as it does after other errors, for
+// the retry or Sweep.
 //
 // Two stores implement Journal: MemoryJournal (tests; lost on exit) and
 // FileJournal (a checksummed append-only log with group commit: one

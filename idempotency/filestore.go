@@ -31,7 +31,10 @@ type FileJournalOptions struct {
 // one append and one flush (group commit): a lone caller commits at once,
 // callers that arrive during a commit are all committed by the next one.
 // The file is preallocated in 4 MiB steps and compacted when it outgrows
-// its live data, so it stays a few times the size of what it holds. Reads
+// its live data, so it stays a few times the size of what it holds; its
+// size has no limit but memory (see MaxKVValue for what one write may
+// hold). A full disk fails only the writes that need more space; a failed
+// write to the file is reported by Err until the journal recovers. Reads
 // never touch the disk. Names and IDs are opaque keys inside the file,
 // never file names. Only one process may have the file open. It works on
 // Linux, macOS and the BSDs; elsewhere OpenFileJournal fails (use
@@ -153,6 +156,7 @@ func (j *FileJournal) Reserve(ctx context.Context, r Reservation) (Record, error
 		out = Record{Kind: r.Kind, Name: r.Name, ID: r.ID, Fingerprint: r.Fingerprint, Reserved: time.Now()}
 		tx.Put(b[0], r.Name, encodeRecord(out))
 		tx.Put(b[1], r.ID, []byte(r.Name))
+		out.Fresh = true
 		return nil
 	})
 	if err != nil {

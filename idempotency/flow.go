@@ -66,10 +66,14 @@ var (
 	}
 )
 
-// releasable are driver error codes after which a reservation that was
-// never committed is dropped: the request itself was refused, so no
-// backend object under the reserved ID can exist. After any other error
-// the reservation stays, and the retry reuses the ID.
+// releasable are driver error codes after which a reservation this very
+// call made (Record.Fresh) is dropped: the request itself was refused, so
+// no backend object under the reserved ID can exist. A reservation from an
+// earlier attempt stays whatever the retry answers: that attempt may have
+// built the object (a backend then answers the retry AlreadyExists), and
+// only the reservation lets a later retry adopt it or Sweep remove it.
+// After any other error the reservation stays too, and the retry reuses
+// the ID.
 func releasable(err error) bool {
 	switch status.Code(err) {
 	case codes.InvalidArgument, codes.OutOfRange, codes.AlreadyExists, codes.Unimplemented:
@@ -111,7 +115,7 @@ func (i *Interceptor) create(ctx context.Context, set *lockSet, req any, handler
 	// The driver has acted: record the outcome even if the caller gave up.
 	bg := context.WithoutCancel(ctx)
 	if err != nil {
-		if !rec.Committed && releasable(err) {
+		if rec.Fresh && !rec.Committed && releasable(err) {
 			if rerr := j.Release(bg, f.kind, rec.ID); rerr != nil {
 				i.opts.Logger.WarnContext(ctx, "could not drop reservation", slog.String("id", rec.ID), slog.String("error", rerr.Error()))
 			}

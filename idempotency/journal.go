@@ -60,6 +60,13 @@ type Record struct {
 	Response []byte
 	// Reserved is when the name was first reserved.
 	Reserved time.Time
+	// Fresh is set only in the record Reserve returns, when that very
+	// call made the reservation (the name was not bound before). It is not
+	// stored. The Interceptor drops a reservation after a refused create
+	// only if it is fresh: one from an earlier attempt may stand for a
+	// backend object that attempt built. A Journal that never sets it
+	// keeps those reservations for Sweep.
+	Fresh bool
 }
 
 // Journal maps CO-chosen names to driver-chosen IDs durably, so that a
@@ -67,7 +74,8 @@ type Record struct {
 // attempt. All methods are safe for concurrent use. Errors carry gRPC codes.
 type Journal interface {
 	// Reserve binds r.Name to r.ID unless the name is already bound, and
-	// returns the record now bound to the name. A name bound with a
+	// returns the record now bound to the name, with Fresh set if this
+	// call bound it. A name bound with a
 	// different fingerprint fails with codes.AlreadyExists. An r.ID already
 	// bound to another name fails with codes.Internal.
 	Reserve(ctx context.Context, r Reservation) (Record, error)

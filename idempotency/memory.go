@@ -54,7 +54,9 @@ func (j *MemoryJournal) Reserve(ctx context.Context, r Reservation) (Record, err
 	rec := &Record{Kind: r.Kind, Name: r.Name, ID: r.ID, Fingerprint: bytes.Clone(r.Fingerprint), Reserved: time.Now()}
 	j.names[r.Kind][r.Name] = rec
 	j.ids[r.Kind][r.ID] = r.Name
-	return copyRecord(rec), nil
+	out := copyRecord(rec)
+	out.Fresh = true
+	return out, nil
 }
 
 // Commit implements Journal.

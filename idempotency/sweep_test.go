@@ -44,7 +44,7 @@ func TestSweep(t *testing.T) {
 			if _, err := j.Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindSnapshot, Name: "snap", ID: "id-s", Fingerprint: []byte("f")}); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(300 * time.Millisecond) // a margin for a loaded machine: "young" must stay younger than OlderThan
 			reserve("young", "id-y")
 
 			locks := idempotency.NewLockTable()
@@ -54,7 +54,7 @@ func TestSweep(t *testing.T) {
 			}
 			var cleaned []string
 			n, err := idempotency.Sweep(ctx, idempotency.SweepOptions{
-				Journal: j, Locks: locks, Kind: idempotency.KindVolume, OlderThan: 4 * time.Millisecond,
+				Journal: j, Locks: locks, Kind: idempotency.KindVolume, OlderThan: 250 * time.Millisecond,
 				Clean: func(_ context.Context, rec idempotency.Record) error {
 					cleaned = append(cleaned, rec.ID)
 					if rec.ID == "id-f" {

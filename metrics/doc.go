@@ -1,8 +1,8 @@
-// Package metrics holds the observability helpers of a CSI driver: the
-// NodeGetVolumeStats builders for filesystem and raw block volumes, the
-// NodeGetVolumeHealth / ControllerGetVolumeHealth helpers, Prometheus
-// collectors for gRPC operations and per-volume usage, and a small HTTP
-// server for /metrics and /healthz.
+// Package metrics holds the observability of a CSI driver: Prometheus
+// collectors for gRPC operations (and the interceptors feeding them) and
+// for per-volume usage, and a small HTTP server for /metrics and /healthz.
+// The answers of NodeGetVolumeStats and the volume-health RPCs are built by
+// packages stats and health; the forwarders left here are deprecated.
 //
 // Invariants:
 //
@@ -16,18 +16,8 @@
 //   - Labels never carry request contents: only the driver name, the gRPC
 //     method, the status code name and, for per-volume gauges, the volume
 //     ID. Secrets cannot reach a label.
-//   - VolumeStats never invents data: a block device is sized with
-//     BLKGETSIZE64 (statfs on a device node would describe /dev), a missing
-//     path is NotFound, and a path that is not a mount point is refused
-//     (NotFound) unless the caller opts out, because statfs would describe
-//     the filesystem underneath. Such conditions are what the health helpers
-//     report.
-//   - Filesystem calls that may hang (statfs on a dead network mount) are
-//     bounded by the caller's context; a call whose context ends returns at
-//     once and its goroutine exits when the kernel returns.
+//   - Per-volume reads are bounded: a volume whose filesystem hangs is
+//     reported as not up and read again only once the kernel returns.
 //   - Errors carry gRPC codes (google.golang.org/grpc/status) and never
 //     panic; invalid label values are dropped, not panicked on.
-//
-// The volume and health helpers need Linux; on other systems they build but
-// answer Unimplemented.
 package metrics

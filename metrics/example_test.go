@@ -47,41 +47,6 @@ csi_plugin_inflight_requests{driver_name="block.vendor.example",method_name="/cs
 	// 1
 }
 
-// A node plugin's NodeGetVolumeStats is one call; it tells block from
-// filesystem volumes itself.
-func ExampleVolumeStats() {
-	// In NodeGetVolumeStats(ctx, req):
-	resp, err := metrics.VolumeStats(context.Background(), "/")
-	if err != nil {
-		log.Fatal(err) // a gRPC status: return it as is
-	}
-	for _, u := range resp.GetUsage() {
-		fmt.Println(u.GetUnit(), u.GetTotal() > 0)
-	}
-}
-
-// ControllerGetVolumeHealth asks the backend; repeated conditions are merged.
-func ExampleControllerVolumeHealth() {
-	backend := func(ctx context.Context, id string) ([]*csi.VolumeHealth_VolumeHealthEntry, error) {
-		if id != "vol-1" {
-			return nil, status.Errorf(codes.NotFound, "volume %q not found", id)
-		}
-		return []*csi.VolumeHealth_VolumeHealthEntry{
-			metrics.Degraded("ReplicaMissing", "replica 2 down"),
-			metrics.Degraded("ReplicaMissing", "replica 3 down"),
-		}, nil
-	}
-	resp, _ := metrics.ControllerVolumeHealth(context.Background(), &csi.ControllerGetVolumeHealthRequest{VolumeId: "vol-1"}, backend)
-	for _, e := range resp.GetVolumeHealth().GetHealthStatuses() {
-		fmt.Println(e.GetStatus(), e.GetReason(), e.GetMessage())
-	}
-	_, err := metrics.ControllerVolumeHealth(context.Background(), &csi.ControllerGetVolumeHealthRequest{VolumeId: "vol-9"}, backend)
-	fmt.Println(status.Code(err))
-	// Output:
-	// DEGRADED ReplicaMissing replica 2 down; replica 3 down
-	// NotFound
-}
-
 // A node plugin exposes per-volume usage for the volumes it published.
 func ExampleNewVolumeStatsCollector() {
 	published := func(ctx context.Context) ([]metrics.PublishedVolume, error) {

@@ -5,7 +5,6 @@ package metrics_test
 import (
 	"context"
 	"fmt"
-	"github.com/csikit/csikit/internal/testenv"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -13,6 +12,13 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+
+	"github.com/csikit/csikit/health"
+	"github.com/csikit/csikit/stats"
+
+	"github.com/csikit/csikit/internal/testenv"
 
 	"github.com/csikit/csikit/metrics"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -27,7 +33,7 @@ import (
 // ENOTCONN. Everything is undone when the test ends.
 func hungFUSE(t *testing.T) (dir string, kill func()) {
 	t.Helper()
-	needRoot(t)
+	testenv.RequireRoot(t, "mounts FUSE")
 	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		testenv.Skipf(t, "needs /dev/fuse: %v", err)
@@ -55,7 +61,7 @@ func hungFUSE(t *testing.T) (dir string, kill func()) {
 // stuckReads counts goroutines blocked inside a volume read.
 func stuckReads() int {
 	buf := make([]byte, 1<<20)
-	return strings.Count(string(buf[:runtime.Stack(buf, true)]), "metrics.StatsConfig.volumeStats(")
+	return strings.Count(string(buf[:runtime.Stack(buf, true)]), "stats.Config.Read(")
 }
 
 // waitNoStuckReads waits until the aborted reads have returned.
@@ -73,12 +79,12 @@ func TestHungMount(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if _, err := metrics.VolumeStats(ctx, dir); status.Code(err) != codes.DeadlineExceeded {
+	if _, err := stats.VolumeStats(ctx, dir); status.Code(err) != codes.DeadlineExceeded {
 		t.Errorf("VolumeStats on a hung mount: got %v, want DeadlineExceeded", err)
 	}
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel2()
-	if _, err := metrics.PathHealth(ctx2, dir, metrics.AllChecks); status.Code(err) != codes.DeadlineExceeded {
+	if _, err := health.Path(ctx2, dir, health.AllChecks); status.Code(err) != codes.DeadlineExceeded {
 		t.Errorf("PathHealth on a hung mount: got %v, want DeadlineExceeded", err)
 	}
 
@@ -87,7 +93,7 @@ func TestHungMount(t *testing.T) {
 	c := metrics.NewVolumeStatsCollector(metrics.VolumeStatsOptions{
 		DriverName: "test.csikit.io",
 		Timeout:    100 * time.Millisecond,
-		Stats:      metrics.StatsConfig{AllowUnmounted: true},
+		Stats:      stats.Config{AllowUnmounted: true},
 		Volumes: func(ctx context.Context) ([]metrics.PublishedVolume, error) {
 			return []metrics.PublishedVolume{{ID: "hung", Path: dir}, {ID: "root", Path: "/"}}, nil
 		},
@@ -111,11 +117,11 @@ csi_plugin_volume_stats_up{driver_name="test.csikit.io",volume_id="root"} 1
 	// The daemon dies: the stuck calls return and health names the cause.
 	kill()
 	waitNoStuckReads(t)
-	entries, err := metrics.PathHealth(context.Background(), dir, metrics.AllChecks)
-	if err != nil || reasons(entries) != "INACCESSIBLE/PathError" || !strings.Contains(entries[0].GetMessage(), "not connected") {
+	entries, err := health.Path(context.Background(), dir, health.AllChecks)
+	if err != nil || len(entries) != 1 || entries[0].GetStatus() != csi.VolumeHealthErrorType_INACCESSIBLE || entries[0].GetReason() != health.ReasonPathError || !strings.Contains(entries[0].GetMessage(), "not connected") {
 		t.Errorf("PathHealth on a dead FUSE mount: got %v, %v, want INACCESSIBLE/PathError naming ENOTCONN", entries, err)
 	}
-	if _, err := metrics.VolumeStats(context.Background(), dir); status.Code(err) != codes.Internal {
+	if _, err := stats.VolumeStats(context.Background(), dir); status.Code(err) != codes.Internal {
 		t.Errorf("VolumeStats on a dead FUSE mount: got %v, want Internal", err)
 	}
 }

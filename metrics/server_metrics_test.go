@@ -14,6 +14,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/csikit/csikit/metrics"
+	"github.com/csikit/csikit/stats"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
@@ -36,7 +37,7 @@ type testNode struct {
 }
 
 func (n *testNode) NodeGetVolumeStats(ctx context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
-	return metrics.StatsConfig{AllowUnmounted: true}.VolumeStats(ctx, req.GetVolumePath())
+	return stats.Config{AllowUnmounted: true}.VolumeStats(ctx, req.GetVolumePath())
 }
 
 func (n *testNode) NodeStageVolume(ctx context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {

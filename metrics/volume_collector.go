@@ -5,6 +5,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/csikit/csikit/internal/pathstat"
+	"github.com/csikit/csikit/stats"
+
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
@@ -35,7 +38,7 @@ type VolumeStatsOptions struct {
 	Concurrency int
 
 	// Stats configures how each volume is read.
-	Stats StatsConfig
+	Stats stats.Config
 }
 
 // Per-volume metric names exported by VolumeStatsCollector, all labelled
@@ -133,28 +136,28 @@ func (c *VolumeStatsCollector) Collect(ch chan<- prometheus.Metric) {
 // read reads one volume unless a previous read of it is still running. The
 // read runs in its own goroutine, which clears the busy mark when the
 // kernel returns, however long after the scrape gave up on it.
-func (c *VolumeStatsCollector) read(ctx context.Context, v PublishedVolume) (volStats, error) {
-	p, err := cleanPath("path", v.Path)
+func (c *VolumeStatsCollector) read(ctx context.Context, v PublishedVolume) (stats.Result, error) {
+	p, err := pathstat.CleanPath("path", v.Path)
 	if err != nil {
-		return volStats{}, err
+		return stats.Result{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return volStats{}, status.FromContextError(err).Err()
+		return stats.Result{}, status.FromContextError(err).Err()
 	}
 	c.mu.Lock()
 	if c.busy[v.ID] {
 		c.mu.Unlock()
-		return volStats{}, status.Errorf(codes.Unavailable, "volume %q: previous read still running", v.ID)
+		return stats.Result{}, status.Errorf(codes.Unavailable, "volume %q: previous read still running", v.ID)
 	}
 	c.busy[v.ID] = true
 	c.mu.Unlock()
 	type result struct {
-		s   volStats
+		s   stats.Result
 		err error
 	}
 	ch := make(chan result, 1)
 	go func() {
-		s, err := c.opts.Stats.volumeStats(p)
+		s, err := c.opts.Stats.Read(p)
 		c.mu.Lock()
 		delete(c.busy, v.ID)
 		c.mu.Unlock()
@@ -164,13 +167,13 @@ func (c *VolumeStatsCollector) read(ctx context.Context, v PublishedVolume) (vol
 	case r := <-ch:
 		return r.s, r.err
 	case <-ctx.Done():
-		return volStats{}, status.FromContextError(ctx.Err()).Err()
+		return stats.Result{}, status.FromContextError(ctx.Err()).Err()
 	}
 }
 
 // emit sends one volume's gauges. Label values that are not valid UTF-8
 // make NewConstMetric fail; such series are skipped, never panicked on.
-func (c *VolumeStatsCollector) emit(ch chan<- prometheus.Metric, id string, s volStats, err error) {
+func (c *VolumeStatsCollector) emit(ch chan<- prometheus.Metric, id string, s stats.Result, err error) {
 	send := func(name string, v int64) {
 		if m, merr := prometheus.NewConstMetric(c.descs[name], prometheus.GaugeValue, float64(v), id); merr == nil {
 			ch <- m
@@ -181,11 +184,11 @@ func (c *VolumeStatsCollector) emit(ch chan<- prometheus.Metric, id string, s vo
 		return
 	}
 	send(VolumeStatsUpName, 1)
-	for _, u := range s.resp.GetUsage() {
+	for _, u := range s.Response.GetUsage() {
 		switch u.GetUnit() {
 		case csi.VolumeUsage_BYTES:
 			send(VolumeCapacityBytesName, u.GetTotal())
-			if !s.block { // block volumes have no used/available
+			if !s.Block { // block volumes have no used/available
 				send(VolumeAvailableBytesName, u.GetAvailable())
 				send(VolumeUsedBytesName, u.GetUsed())
 			}

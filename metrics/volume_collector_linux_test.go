@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/csikit/csikit/internal/testenv"
+	"github.com/csikit/csikit/stats"
+
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/csikit/csikit/metrics"
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,9 +21,9 @@ import (
 )
 
 func TestVolumeStatsCollector(t *testing.T) {
-	dir, _ := mountFS(t, "ext4", 32<<20, "")
+	dir, _ := testenv.MountFS(t, "ext4", 32<<20, "")
 	const blockSize = 16 << 20
-	blockTarget := bindBlock(t, loopDevice(t, blockSize))
+	blockTarget := testenv.BindBlock(t, testenv.LoopDevice(t, blockSize))
 	vols := []metrics.PublishedVolume{
 		{ID: "fs-vol", Path: dir},
 		{ID: "block-vol", Path: blockTarget},
@@ -36,7 +39,7 @@ func TestVolumeStatsCollector(t *testing.T) {
 
 	// Expected values come from VolumeStats itself, read with nothing
 	// written in between.
-	resp, err := metrics.VolumeStats(context.Background(), dir)
+	resp, err := stats.VolumeStats(context.Background(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}

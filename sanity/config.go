@@ -93,9 +93,11 @@ type Config struct {
 	// MutableParameters are the ControllerModifyVolume parameters the
 	// driver accepts; the modify cases that need them skip without.
 	MutableParameters map[string]string
-	// Secrets is passed in every request's secrets field. Default: a map
-	// with one random value, so the SecretLogs area always has a secret to
-	// look for. Drivers that need real credentials set them here.
+	// Secrets is passed in every request's secrets field. Default:
+	// DefaultSecrets(), random values with quotes, backslashes, a newline
+	// and non-ASCII letters, so the SecretLogs area always has secrets to
+	// look for, also in their escaped forms. Drivers that need real
+	// credentials set them here (and may add DefaultSecrets' entries).
 	Secrets map[string]string
 	// UnsupportedAccessModes are access modes the driver does not serve;
 	// CreateVolume with them must fail with InvalidArgument. The
@@ -175,7 +177,18 @@ func (c Config) withDefaults() Config {
 		c.NodeFS = LocalFS{}
 	}
 	if c.Secrets == nil {
-		c.Secrets = map[string]string{"sanity-secret": "sanity-secret-" + randomHex(12)}
+		c.Secrets = DefaultSecrets()
 	}
 	return c
+}
+
+// DefaultSecrets returns the secrets a Config without Secrets sends: one
+// plain random value and one random value with double quotes, backslashes,
+// a newline and non-ASCII letters, which loggers and error formatting
+// escape (Go %q, JSON), so SecretLogs looks for those forms too.
+func DefaultSecrets() map[string]string {
+	return map[string]string{
+		"sanity-secret":         "sanity-secret-" + randomHex(12),
+		"sanity-secret-escaped": `sanity "quoted" C:\secret\` + "\nline two: ünïcødé ✓ " + randomHex(12),
+	}
 }

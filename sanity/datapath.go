@@ -25,7 +25,7 @@ func dataPathCases(t *testing.T, s *suite) {
 			s.stage(t, m)
 		}
 		s.nodePublish(t, m, false)
-		s.read(t, m, 0, want, rule("NodePublishVolume", "a volume's data persists across unpublish, unstage and publish"))
+		s.read(t, m, 0, want, kube("PersistentVolume", "data written to a persistent volume is still there when a pod publishes it again after unpublish and unstage"))
 	})
 	s.run(t, "readonly_publish_refuses_writes", func(t *testing.T) {
 		if s.access == BlockAccess {

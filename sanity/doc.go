@@ -24,7 +24,9 @@
 //   - Every call has a deadline (Config.CallTimeout, default 30 s): a hung
 //     driver fails one case, not the run.
 //   - A failing case reports the RPC, the request with every secret
-//     stripped, the code and message received, and the spec rule broken.
+//     stripped, the code and message received, and the rule broken: the
+//     spec's text ("CSI v1.14 …"), or, where the spec says nothing,
+//     what Kubernetes expects ("Kubernetes …").
 //   - Every volume and snapshot a case creates is deleted, and every path it
 //     publishes unpublished, when the case ends — also when it fails.
 //   - Run creates its node paths under one base directory; at the end it
@@ -32,5 +34,5 @@
 //     test process leaks nothing), and, for in-process targets, if
 //     goroutines leaked.
 //   - The package keeps no global state: runs in one process are
-//     independent (but see Config.CheckGoroutines about parallel tests).
+//     independent (but see Config.IgnoreGoroutines about parallel tests).
 package sanity

@@ -46,6 +46,9 @@ func ExampleEndpoint() {
 			Restart: func(ctx context.Context) error {
 				return exec.CommandContext(ctx, "systemctl", "restart", "my-csi-driver").Run()
 			},
+			Log: func() ([]byte, error) {
+				return exec.Command("journalctl", "--unit=my-csi-driver", "--output=cat").Output()
+			},
 		})
 	}
 }

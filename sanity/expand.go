@@ -54,7 +54,12 @@ func expansionCases(t *testing.T, s *suite) {
 			wantCode(t, "NodeExpandVolume", req, err, rule("NodeExpandVolume", "volume_id is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 		})
 		s.run(t, "missing_volume_path", func(t *testing.T) {
-			req := &csi.NodeExpandVolumeRequest{VolumeId: s.missingVolumeID(), VolumeCapability: s.volCap(sw)}
+			// An existing volume, so that only volume_path is wrong.
+			id := s.missingVolumeID()
+			if s.hasCtrl(ccCreate) {
+				id = s.createVolume(t, s.createReq(s.name("nexpnopath"))).GetVolumeId()
+			}
+			req := &csi.NodeExpandVolumeRequest{VolumeId: id, VolumeCapability: s.volCap(sw)}
 			_, err := call(s, s.node.NodeExpandVolume, req)
 			wantCode(t, "NodeExpandVolume", req, err, rule("NodeExpandVolume", "volume_path is REQUIRED → INVALID_ARGUMENT"), codes.InvalidArgument)
 		})

@@ -2,12 +2,15 @@ package sanity
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/csikit/csikit/block"
 )
 
 // capacity returns the size of the filesystem at a directory or of a block
@@ -18,12 +21,11 @@ func capacity(path string) (int64, error) {
 		return 0, err
 	}
 	if fi.Mode()&os.ModeDevice != 0 {
-		f, err := os.Open(path)
+		size, err := block.DeviceSize(path) // BLKGETSIZE64
 		if err != nil {
-			return 0, err
+			return 0, fmt.Errorf("measuring block device %s: %w", path, err)
 		}
-		defer f.Close()
-		return f.Seek(0, 2)
+		return size, nil
 	}
 	var st unix.Statfs_t
 	if err := unix.Statfs(path, &st); err != nil {
@@ -121,4 +123,58 @@ func detachLoop(dev string) error {
 	}
 	defer f.Close()
 	return unix.IoctlSetInt(int(f.Fd()), unix.LOOP_CLR_FD, 0)
+}
+
+// fsTypesAt returns the filesystem type of every mount stacked at path,
+// bottom first, read from /proc/self/mountinfo.
+func fsTypesAt(path string) ([]string, error) {
+	path = filepath.Clean(path)
+	if r, err := filepath.EvalSymlinks(path); err == nil {
+		path = r
+	}
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 7 || unescapeMountinfo(fields[4]) != path {
+			continue
+		}
+		for i := 6; i+1 < len(fields); i++ {
+			if fields[i] == "-" {
+				out = append(out, fields[i+1])
+				break
+			}
+		}
+	}
+	return out, sc.Err()
+}
+
+// deviceMappings returns the device-mapper devices (dm-N) and, for each,
+// its name and the block devices below it, read from /sys/block.
+func deviceMappings() map[string]string {
+	out := map[string]string{}
+	ms, _ := filepath.Glob("/sys/block/dm-*/dm/name")
+	for _, m := range ms {
+		b, err := os.ReadFile(m)
+		if err != nil {
+			continue
+		}
+		dir := filepath.Dir(filepath.Dir(m))
+		desc := strings.TrimSpace(string(b))
+		if slaves, _ := os.ReadDir(filepath.Join(dir, "slaves")); len(slaves) > 0 {
+			var names []string
+			for _, sl := range slaves {
+				names = append(names, "/dev/"+sl.Name())
+			}
+			desc += " on " + strings.Join(names, ",")
+		}
+		out["/dev/"+filepath.Base(dir)] = desc
+	}
+	return out
 }

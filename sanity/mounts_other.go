@@ -18,3 +18,7 @@ func loopDevices() map[string]string { return nil }
 func orphanLoops(map[string]string) []string { return nil }
 
 func detachLoop(string) error { return errUnsupported }
+
+func fsTypesAt(string) ([]string, error) { return nil, errUnsupported }
+
+func deviceMappings() map[string]string { return nil }

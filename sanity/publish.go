@@ -62,7 +62,8 @@ func controllerPublishCases(t *testing.T, s *suite) {
 			resp, err := retry(s, s.ctl.ControllerPublishVolume, req)
 			must(t, "ControllerPublishVolume (repeat)", req, err, rule("ControllerPublishVolume", "publishing an already published volume compatibly MUST succeed (idempotency)"))
 			expect(t, maps.Equal(resp.GetPublishContext(), first), "ControllerPublishVolume (repeat)", req,
-				rule("ControllerPublishVolume", "a repeated publish returns the same publish_context"), "publish_context %v, want %v", resp.GetPublishContext(), first)
+				rule("ControllerPublishVolume", "an already published, compatible volume MUST be answered OK")+"; "+
+					kube("external-attacher", "kubelet stages with the publish_context recorded from an answer; a retry answering another one leaves node and controller disagreeing"), "publish_context %v, want %v", resp.GetPublishContext(), first)
 		}
 	})
 	s.run(t, "attach_limit", func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -154,6 +155,15 @@ func (d *refDriver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest
 	isBlock := r.GetVolumeCapabilities()[0].GetBlock() != nil
 	if d.fault == "secret_logged" {
 		d.log.Info("creating volume", "name", r.GetName(), "secrets", r.GetSecrets())
+	}
+	if d.fault == "secret_logged_escaped" {
+		// Only the values that escaping changes, so that no raw value
+		// reaches the log: the escaped forms alone must be caught.
+		for _, v := range r.GetSecrets() {
+			if strconv.Quote(v) != `"`+v+`"` {
+				d.log.Info("creating volume", "name", r.GetName(), "credential", fmt.Sprintf("%q", v))
+			}
+		}
 	}
 	if d.fault == "leaked_goroutine" {
 		go func() { select {} }() // a background worker nobody stops
@@ -320,9 +330,6 @@ func (d *refDriver) ControllerExpandVolume(_ context.Context, r *csi.ControllerE
 
 func (d *refDriver) CreateSnapshot(_ context.Context, r *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
 	if _, err := d.volume(r.GetSourceVolumeId()); err != nil {
-		if d.fault == "secret_in_error" {
-			return nil, status.Errorf(codes.NotFound, "source volume not found (credentials %v)", r.GetSecrets())
-		}
 		return nil, err
 	}
 	id := hashID("s", r.GetName())

@@ -5,11 +5,15 @@ package sanity_test
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -24,6 +28,63 @@ import (
 // of the volume's data directory (staging, then target); block volumes are
 // loop devices bound onto the target file.
 
+// stageRecord is what the staged mark holds: where and how the volume is
+// staged, so that a repeat can be compared with the first call.
+type stageRecord struct {
+	Path   string   `json:"path"`
+	FsType string   `json:"fs_type"`
+	Flags  []string `json:"flags"`
+}
+
+// refFlags maps the mount flags the reference driver serves (bind mounts
+// take only per-mount flags) to their MS_ bits.
+var refFlags = map[string]uintptr{"noexec": unix.MS_NOEXEC, "nosuid": unix.MS_NOSUID, "nodev": unix.MS_NODEV, "noatime": unix.MS_NOATIME}
+
+// mountBits returns the MS_ bits of flags, or InvalidArgument for a flag
+// the driver does not know (as the kernel refuses an unknown option).
+func mountBits(flags []string) (uintptr, error) {
+	var bits uintptr
+	for _, f := range flags {
+		b, ok := refFlags[f]
+		if !ok {
+			return 0, status.Errorf(codes.InvalidArgument, "mount flag %q: unknown (this driver takes noexec, nosuid, nodev, noatime)", f)
+		}
+		bits |= b
+	}
+	return bits, nil
+}
+
+// bind bind-mounts src onto dst with flags, read-only if ro.
+func bind(src, dst string, bits uintptr, ro bool) error {
+	if err := unix.Mount(src, dst, "", unix.MS_BIND, ""); err != nil {
+		return status.Errorf(codes.Internal, "bind mount: %v", err)
+	}
+	if ro {
+		bits |= unix.MS_RDONLY
+	}
+	if bits != 0 {
+		if err := unix.Mount("", dst, "", unix.MS_BIND|unix.MS_REMOUNT|bits, ""); err != nil {
+			_ = unix.Unmount(dst, 0)
+			return status.Errorf(codes.Internal, "remount with flags: %v", err)
+		}
+	}
+	return nil
+}
+
+// sameFile reports whether a and b are the same directory (device and
+// inode): a bind mount's root is the directory it binds.
+func sameFile(a, b string) bool {
+	var sa, sb unix.Stat_t
+	return unix.Stat(a, &sa) == nil && unix.Stat(b, &sb) == nil && sa.Dev == sb.Dev && sa.Ino == sb.Ino
+}
+
+func sameFlags(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
+}
+
 func (d *refDriver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
 	m, err := d.volume(r.GetVolumeId())
 	if err != nil {
@@ -32,22 +93,74 @@ func (d *refDriver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeR
 	if m.Block != (r.GetVolumeCapability().GetBlock() != nil) {
 		return nil, status.Errorf(codes.InvalidArgument, "volume is block=%v", m.Block)
 	}
-	if err := os.WriteFile(d.stagedMark(r.GetVolumeId()), nil, 0o640); err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+	mc := r.GetVolumeCapability().GetMount()
+	rec := stageRecord{Path: r.GetStagingTargetPath(), FsType: mc.GetFsType(), Flags: mc.GetMountFlags()}
+	writeRec := func() error {
+		b, _ := json.Marshal(rec)
+		if err := os.WriteFile(d.stagedMark(r.GetVolumeId()), b, 0o640); err != nil {
+			return status.Error(codes.Internal, err.Error())
+		}
+		return nil
 	}
 	if m.Block {
+		if err := writeRec(); err != nil {
+			return nil, err
+		}
 		if _, ok, err := block.FindLoop(ctx, d.img(r.GetVolumeId())); err != nil || ok {
 			return &csi.NodeStageVolumeResponse{}, err
 		}
 		_, err := block.AttachLoop(ctx, d.img(r.GetVolumeId()), block.LoopOptions{})
 		return &csi.NodeStageVolumeResponse{}, err
 	}
+	data := filepath.Join(d.volDir(r.GetVolumeId()), "data")
 	if ok, _ := mountedAt(r.GetStagingTargetPath()); ok {
+		if !sameFile(r.GetStagingTargetPath(), data) {
+			if d.fault == "stage_path_reuse" {
+				return &csi.NodeStageVolumeResponse{}, nil
+			}
+			return nil, status.Errorf(codes.FailedPrecondition, "staging path holds another volume")
+		}
+		var old stageRecord
+		b, _ := os.ReadFile(d.stagedMark(r.GetVolumeId()))
+		_ = json.Unmarshal(b, &old)
+		if old.FsType != rec.FsType && d.fault != "restage_ignores_fs_type" {
+			return nil, status.Errorf(codes.AlreadyExists, "staged with fs_type %q", old.FsType)
+		}
+		if !sameFlags(old.Flags, rec.Flags) && d.fault != "restage_ignores_flags" {
+			return nil, status.Errorf(codes.AlreadyExists, "staged with mount flags %v", old.Flags)
+		}
 		return &csi.NodeStageVolumeResponse{}, nil
 	}
-	data := filepath.Join(d.volDir(r.GetVolumeId()), "data")
-	if err := unix.Mount(data, r.GetStagingTargetPath(), "", unix.MS_BIND, ""); err != nil {
-		return nil, status.Errorf(codes.Internal, "bind mount: %v", err)
+	if d.fault == "stage_residue" {
+		// Mounts first and checks the flags after, leaving the mount
+		// and the staged mark behind when they are wrong.
+		if err := writeRec(); err != nil {
+			return nil, err
+		}
+		if err := bind(data, r.GetStagingTargetPath(), 0, false); err != nil {
+			return nil, err
+		}
+		bits, err := mountBits(rec.Flags)
+		if err != nil {
+			return nil, err
+		}
+		if bits != 0 {
+			if err := unix.Mount("", r.GetStagingTargetPath(), "", unix.MS_BIND|unix.MS_REMOUNT|bits, ""); err != nil {
+				return nil, status.Errorf(codes.Internal, "remount with flags: %v", err)
+			}
+		}
+		return &csi.NodeStageVolumeResponse{}, nil
+	}
+	bits, err := mountBits(rec.Flags)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeRec(); err != nil {
+		return nil, err
+	}
+	if err := bind(data, r.GetStagingTargetPath(), bits, false); err != nil {
+		os.Remove(d.stagedMark(r.GetVolumeId()))
+		return nil, err
 	}
 	return &csi.NodeStageVolumeResponse{}, nil
 }
@@ -71,14 +184,28 @@ func (d *refDriver) NodeUnstageVolume(ctx context.Context, r *csi.NodeUnstageVol
 	return &csi.NodeUnstageVolumeResponse{}, nil
 }
 
+// pubRecord is the file recording the mount flags of the volume's
+// publish at target.
+func (d *refDriver) pubRecord(id, target string) string {
+	h := sha256.Sum256([]byte(target))
+	return filepath.Join(d.volDir(id), "pub-"+hex.EncodeToString(h[:8]))
+}
+
 func (d *refDriver) NodePublishVolume(ctx context.Context, r *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
 	m, err := d.volume(r.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}
+	flags := r.GetVolumeCapability().GetMount().GetMountFlags()
 	if ok, ro := mountedAt(r.GetTargetPath()); ok {
 		if ro != r.GetReadonly() {
 			return nil, status.Errorf(codes.AlreadyExists, "published at the target with readonly=%v", ro)
+		}
+		var old []string
+		b, _ := os.ReadFile(d.pubRecord(r.GetVolumeId(), r.GetTargetPath()))
+		_ = json.Unmarshal(b, &old)
+		if !sameFlags(old, flags) && d.fault != "republish_ignores_flags" {
+			return nil, status.Errorf(codes.AlreadyExists, "published at the target with mount flags %v", old)
 		}
 		return &csi.NodePublishVolumeResponse{}, nil
 	}
@@ -92,8 +219,12 @@ func (d *refDriver) NodePublishVolume(ctx context.Context, r *csi.NodePublishVol
 		}
 		return &csi.NodePublishVolumeResponse{}, block.MountBlock(ctx, block.MountOptions{Device: dev, Target: r.GetTargetPath(), ReadOnly: r.GetReadonly()})
 	}
-	if ok, _ := mountedAt(r.GetStagingTargetPath()); !ok {
+	if ok, _ := mountedAt(r.GetStagingTargetPath()); !ok && d.fault != "publish_unstaged_dir" {
 		return nil, status.Errorf(codes.FailedPrecondition, "volume is not staged at the staging path")
+	}
+	bits, err := mountBits(flags)
+	if err != nil {
+		return nil, err
 	}
 	if d.fault == "lost_data" {
 		es, _ := os.ReadDir(r.GetStagingTargetPath())
@@ -104,14 +235,12 @@ func (d *refDriver) NodePublishVolume(ctx context.Context, r *csi.NodePublishVol
 	if err := os.Mkdir(r.GetTargetPath(), 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
 		return nil, status.Errorf(codes.Internal, "mkdir target: %v", err)
 	}
-	if err := unix.Mount(r.GetStagingTargetPath(), r.GetTargetPath(), "", unix.MS_BIND, ""); err != nil {
-		return nil, status.Errorf(codes.Internal, "bind mount: %v", err)
+	b, _ := json.Marshal(flags)
+	if err := os.WriteFile(d.pubRecord(r.GetVolumeId(), r.GetTargetPath()), b, 0o640); err != nil {
+		return nil, status.Error(codes.Internal, err.Error())
 	}
-	if r.GetReadonly() && d.fault != "ignores_readonly" {
-		if err := unix.Mount("", r.GetTargetPath(), "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""); err != nil {
-			_ = unix.Unmount(r.GetTargetPath(), 0)
-			return nil, status.Errorf(codes.Internal, "remount read-only: %v", err)
-		}
+	if err := bind(r.GetStagingTargetPath(), r.GetTargetPath(), bits, r.GetReadonly() && d.fault != "ignores_readonly"); err != nil {
+		return nil, err
 	}
 	return &csi.NodePublishVolumeResponse{}, nil
 }
@@ -124,6 +253,9 @@ func (d *refDriver) NodeUnpublishVolume(_ context.Context, r *csi.NodeUnpublishV
 		if err := unix.Unmount(r.GetTargetPath(), 0); err != nil {
 			return nil, status.Errorf(codes.Internal, "unmount: %v", err)
 		}
+	}
+	if safe(r.GetVolumeId()) {
+		_ = os.Remove(d.pubRecord(r.GetVolumeId(), r.GetTargetPath()))
 	}
 	if err := os.Remove(r.GetTargetPath()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, status.Errorf(codes.Internal, "removing target: %v", err)
@@ -139,6 +271,17 @@ func (d *refDriver) NodeGetVolumeStats(_ context.Context, r *csi.NodeGetVolumeSt
 	if ok, _ := mountedAt(r.GetVolumePath()); !ok {
 		return nil, status.Errorf(codes.NotFound, "volume is not published at the path")
 	}
+	if m.Block {
+		dev := r.GetVolumePath()
+		if d.fault == "stats_wrong_device" {
+			dev = "/dev" // the filesystem holding the device node, not the device
+		}
+		size, err := sizeOf(dev)
+		if err != nil {
+			return nil, status.Errorf(codes.Internal, "measuring %s: %v", dev, err)
+		}
+		return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{{Unit: csi.VolumeUsage_BYTES, Total: size}}}, nil
+	}
 	var used int64
 	_ = filepath.WalkDir(filepath.Join(d.volDir(r.GetVolumeId()), "data"), func(_ string, e fs.DirEntry, err error) error {
 		if err == nil && !e.IsDir() {
@@ -148,7 +291,34 @@ func (d *refDriver) NodeGetVolumeStats(_ context.Context, r *csi.NodeGetVolumeSt
 		}
 		return nil
 	})
-	return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{{Unit: csi.VolumeUsage_BYTES, Total: m.Capacity, Used: used, Available: max(m.Capacity-used, 0)}}}, nil
+	// A volume is a directory of the filesystem its path is on: that
+	// filesystem's size is the volume's.
+	var st unix.Statfs_t
+	if err := unix.Statfs(r.GetVolumePath(), &st); err != nil {
+		return nil, status.Errorf(codes.Internal, "statfs: %v", err)
+	}
+	total, avail := int64(st.Blocks)*st.Bsize, int64(st.Bavail)*st.Bsize
+	if d.fault == "stats_requested_size" {
+		total = m.Capacity
+	}
+	return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{{Unit: csi.VolumeUsage_BYTES, Total: total, Used: used, Available: max(min(avail, total-used), 0)}}}, nil
+}
+
+// sizeOf is the size of a block device (BLKGETSIZE64), or of the
+// filesystem at a directory.
+func sizeOf(path string) (int64, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	if fi.Mode()&os.ModeDevice == 0 {
+		var st unix.Statfs_t
+		if err := unix.Statfs(path, &st); err != nil {
+			return 0, err
+		}
+		return int64(st.Blocks) * st.Bsize, nil
+	}
+	return block.DeviceSize(path)
 }
 
 // mountedAt reports whether path is a mount point and whether it is

@@ -44,6 +44,7 @@ func (s *suite) createVolume(t testing.TB, req *csi.CreateVolumeRequest) *csi.Vo
 
 // deleteOnCleanup deletes the volume when the case ends.
 func (s *suite) deleteOnCleanup(t testing.TB, id string) {
+	s.vols.add(t, id)
 	t.Cleanup(func() {
 		req := &csi.DeleteVolumeRequest{VolumeId: id, Secrets: s.cfg.Secrets}
 		if _, err := retry(s, s.ctl.DeleteVolume, req); err != nil && status.Code(err) != codes.NotFound {

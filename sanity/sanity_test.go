@@ -3,13 +3,14 @@
 package sanity_test
 
 import (
-	"github.com/csikit/csikit/internal/testenv"
+	"io"
 	"log/slog"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/csikit/csikit"
+	"github.com/csikit/csikit/internal/testenv"
 	"github.com/csikit/csikit/sanity"
 )
 
@@ -38,7 +39,11 @@ func (l *syncLog) Bytes() ([]byte, error) {
 // survives restarts, logging to log.
 func refTarget(t *testing.T, fault string, log *syncLog) sanity.Target {
 	dir := t.TempDir()
-	logger := slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	var out io.Writer = log
+	if fault == "silent_log" {
+		out = io.Discard
+	}
+	logger := slog.New(slog.NewJSONHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	return sanity.Restartable(func() (any, csikit.Options, error) {
 		return newRefDriver(dir, logger, fault), csikit.Options{
 			Name: "ref.sanity.csikit.dev", Version: "v1.0.0", NodeID: "node-1",
@@ -73,5 +78,16 @@ func TestSkip(t *testing.T) {
 		Areas:       sanity.Identity,
 		CallTimeout: time.Second,
 		Skip:        map[string]string{"Identity/Probe/": "this driver's Probe hangs on purpose"},
+	})
+}
+
+// TestSecretLogsSkip: a driver that logs nothing fails SecretLogs (see
+// the silent_log fault) unless Config.Skip lists the case with a reason.
+func TestSecretLogsSkip(t *testing.T) {
+	log := newSyncLog()
+	sanity.Run(t, refTarget(t, "silent_log", log), sanity.Config{
+		Areas: sanity.Identity | sanity.SecretLogs,
+		Log:   log.Bytes,
+		Skip:  map[string]string{"SecretLogs/no_secret_in_log": "this driver's log goes to a collector the test cannot read"},
 	})
 }

@@ -139,8 +139,8 @@ func listSnapshotCases(t *testing.T, s *suite) {
 	s.run(t, "by_unknown_snapshot_id", func(t *testing.T) {
 		req := &csi.ListSnapshotsRequest{SnapshotId: "sanity-missing-snapshot-" + s.runID, Secrets: s.cfg.Secrets}
 		resp, err := call(s, s.ctl.ListSnapshots, req)
-		must(t, "ListSnapshots", req, err, rule("ListSnapshots", "an unknown snapshot_id is not an error"))
-		expect(t, len(resp.GetEntries()) == 0, "ListSnapshots", req, rule("ListSnapshots", "an unknown snapshot_id lists nothing"), "%d entries, want 0", len(resp.GetEntries()))
+		must(t, "ListSnapshots", req, err, rule("ListSnapshots", "the plugin SHALL return the snapshots within the given parameters: for a snapshot_id it does not have, none — an empty list, not an error"))
+		expect(t, len(resp.GetEntries()) == 0, "ListSnapshots", req, rule("ListSnapshots", "the plugin SHALL return the snapshots within the given parameters: for a snapshot_id it does not have, none"), "%d entries, want 0", len(resp.GetEntries()))
 	})
 	s.run(t, "by_source_volume_id", func(t *testing.T) {
 		sn := three(t)
@@ -153,8 +153,8 @@ func listSnapshotCases(t *testing.T, s *suite) {
 	s.run(t, "by_unknown_source_volume_id", func(t *testing.T) {
 		req := &csi.ListSnapshotsRequest{SourceVolumeId: s.missingVolumeID(), Secrets: s.cfg.Secrets}
 		resp, err := call(s, s.ctl.ListSnapshots, req)
-		must(t, "ListSnapshots", req, err, rule("ListSnapshots", "an unknown source_volume_id is not an error"))
-		expect(t, len(resp.GetEntries()) == 0, "ListSnapshots", req, rule("ListSnapshots", "an unknown source_volume_id lists nothing"), "%d entries, want 0", len(resp.GetEntries()))
+		must(t, "ListSnapshots", req, err, rule("ListSnapshots", "the plugin SHALL return the snapshots within the given parameters: for a source_volume_id it does not have, none — an empty list, not an error"))
+		expect(t, len(resp.GetEntries()) == 0, "ListSnapshots", req, rule("ListSnapshots", "the plugin SHALL return the snapshots within the given parameters: for a source_volume_id it does not have, none"), "%d entries, want 0", len(resp.GetEntries()))
 	})
 	s.run(t, "created_listed_deleted_gone", func(t *testing.T) {
 		v := s.createVolume(t, s.createReq(s.name("lsdel")))

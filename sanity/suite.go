@@ -27,8 +27,8 @@ type suite struct {
 	runID  string
 	seq    *atomic.Int64
 	access AccessType // MountAccess or BlockAccess in typed areas
-	leaks  *leakList  // secrets seen in error messages
 	root   string     // name of the Run test, to name cases relative to it
+	vols   *volumeLog // volumes each case created, by test name
 
 	plugin    map[csi.PluginCapability_Service_Type]bool
 	expansion csi.PluginCapability_VolumeExpansion_Type
@@ -39,22 +39,34 @@ type suite struct {
 	nodeInfo  *csi.NodeGetInfoResponse
 }
 
-// leakList collects secret leaks found while the cases run.
-type leakList struct {
-	mu    sync.Mutex
-	items []string
+// volumeLog records the volumes each case created, so that checks of
+// system-wide state (loop devices) look only at what concerns them:
+// other processes on the machine attach loop devices of their own.
+type volumeLog struct {
+	mu   sync.Mutex
+	byTB map[string][]string
 }
 
-func (l *leakList) add(s string) {
+func (l *volumeLog) add(t testing.TB, id string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.items = append(l.items, s)
+	if l.byTB == nil {
+		l.byTB = map[string][]string{}
+	}
+	l.byTB[t.Name()] = append(l.byTB[t.Name()], id)
 }
 
-func (l *leakList) list() []string {
+// concerns reports whether text (a loop device's backing file) names a
+// volume the test created.
+func (l *volumeLog) concerns(t testing.TB, text string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]string(nil), l.items...)
+	for _, id := range l.byTB[t.Name()] {
+		if id != "" && strings.Contains(text, id) {
+			return true
+		}
+	}
+	return false
 }
 
 // run runs a case or group as a subtest, unless Config.Skip names it.
@@ -227,6 +239,9 @@ func (s *suite) caseDir(t *testing.T) (staging, target string) {
 	t.Cleanup(func() {
 		if loops != nil {
 			for _, l := range orphanLoops(loops) {
+				if !s.vols.concerns(t, l) {
+					continue // another process's, or a driver whose image paths do not name the volume
+				}
 				t.Errorf("loop device %s left attached to a deleted file after the case\n\trule: %s", l,
 					rule("DeleteVolume/NodeUnstageVolume", "a volume in use is not deleted (FAILED_PRECONDITION), and unstaging releases what staging attached"))
 				if err := detachLoop(strings.Fields(l)[0]); err != nil {

@@ -55,6 +55,7 @@ type instance struct {
 	conn    *grpc.ClientConn
 	sockDir string
 	log     *syncBuffer // in-process capture, or nil
+	errs    *errorLog   // every error message the driver returned
 
 	mu   sync.Mutex
 	stop func() error // stops the in-process server, nil otherwise
@@ -64,7 +65,7 @@ type instance struct {
 
 // launch starts the target and dials it.
 func (tg Target) launch(cfg *Config) (*instance, error) {
-	in := &instance{tgt: tg}
+	in := &instance{tgt: tg, errs: &errorLog{}}
 	addr := ""
 	if tg.start == nil {
 		network, a, err := endpoint.Parse(tg.endpoint)
@@ -92,7 +93,8 @@ func (tg Target) launch(cfg *Config) (*instance, error) {
 		}
 		addr = "unix://" + in.sock
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithChainUnaryInterceptor(in.errs.intercept))
 	if err != nil {
 		in.close()
 		return nil, err

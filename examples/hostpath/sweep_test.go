@@ -101,9 +101,11 @@ func TestSweepAbandoned(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
-	// The margins are wide: a loaded machine's fsync can take tens of ms,
-	// and "young" must stay younger than the threshold until the sweep.
-	time.Sleep(time.Second)
+	// Reservations made before this sleep are older than the sweep's
+	// age, the one after it younger: the margins are wide because a
+	// loaded CI machine running -race can take tens of milliseconds
+	// between two lines (20 ms failed there).
+	time.Sleep(600 * time.Millisecond)
 	reserve(idempotency.KindVolume, "young", "vol-young", "volumes/vol-young")
 
 	n, err := d.SweepAbandoned(ctx, srv.Locks(), 500*time.Millisecond)

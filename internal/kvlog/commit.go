@@ -74,7 +74,10 @@ type result struct {
 // committed by the next one. If fn returns an error its writes are
 // discarded (not those of other functions in the batch) and Update returns
 // that error. fn may be called more than once (it is re-run if its batch
-// must be split) and must not call Update or View.
+// must be split) and must not call Update or View. Writes over MaxRecord
+// fail with ErrTooLarge; while the store is poisoned (see Err) Update
+// fails, or first tries to recover the store once Options.RetryAfter has
+// passed.
 func (db *DB) Update(fn func(*Tx) error) error {
 	w := &write{fn: fn, done: make(chan result, 1)}
 	db.gmu.Lock()

@@ -15,7 +15,7 @@ import (
 // stands in for the Kubernetes build, which takes minutes.
 func TestEnsureBinariesBuildsToolBlockOnce(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("needs the go command")
+		skipPrereq(t, "needs the go command: %v", err)
 	}
 	mod := t.TempDir()
 	names := []string{kube.BinEtcd, kube.BinAPIServer, kube.BinControllerManager, kube.BinProvisioner,

@@ -23,7 +23,7 @@ func startPrereqs(t *testing.T) {
 		t.Skip("needs linux: the control-plane binaries are built for it")
 	}
 	if _, err := exec.LookPath("go"); err != nil {
-		t.Skip("needs the go command to build or locate the control-plane binaries")
+		skipPrereq(t, "needs the go command to build or locate the control-plane binaries: %v", err)
 	}
 }
 

@@ -13,11 +13,11 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/csikit/csikit/block"
-	"github.com/csikit/csikit/metrics"
+	"github.com/csikit/csikit/health"
 )
 
 // Health reasons the driver reports for its backend, besides the path
-// conditions of metrics.PathHealth.
+// conditions of health.Path.
 const (
 	// ReasonDataMissing (DATA_LOSS): the volume's directory or backing
 	// file is gone.
@@ -50,7 +50,7 @@ func (d *Driver) backendHealth(ctx context.Context, id string) ([]*healthEntry, 
 	out := imageHealth(img, v.Capacity)
 	if _, err := os.Stat(d.stagedMarker(v.ID)); err == nil {
 		if _, ok, err := block.FindLoop(ctx, img); err == nil && !ok {
-			out = append(out, metrics.Inaccessible(ReasonLoopDeviceGone,
+			out = append(out, health.Inaccessible(ReasonLoopDeviceGone,
 				fmt.Sprintf("volume %s is staged on this node but no loop device serves its backing file", v.ID)))
 		}
 	}
@@ -61,7 +61,7 @@ func (d *Driver) backendHealth(ctx context.Context, id string) ([]*healthEntry, 
 func dirDataHealth(dir string) []*healthEntry {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if errors.Is(err, unix.ENOENT) {
-		return []*healthEntry{metrics.DataLoss(ReasonDataMissing, fmt.Sprintf("the volume's directory %s is gone", dir))}
+		return []*healthEntry{health.DataLoss(ReasonDataMissing, fmt.Sprintf("the volume's directory %s is gone", dir))}
 	}
 	if err == nil {
 		f := os.NewFile(uintptr(fd), dir)
@@ -72,7 +72,7 @@ func dirDataHealth(dir string) []*healthEntry {
 		}
 	}
 	if err != nil {
-		return []*healthEntry{metrics.Inaccessible(ReasonDataUnreadable, fmt.Sprintf("the volume's directory %s cannot be read: %v", dir, err))}
+		return []*healthEntry{health.Inaccessible(ReasonDataUnreadable, fmt.Sprintf("the volume's directory %s cannot be read: %v", dir, err))}
 	}
 	return nil
 }
@@ -82,10 +82,10 @@ func dirDataHealth(dir string) []*healthEntry {
 func imageHealth(img string, capacity int64) []*healthEntry {
 	f, err := os.OpenFile(img, os.O_RDONLY|unix.O_NOFOLLOW, 0)
 	if errors.Is(err, os.ErrNotExist) {
-		return []*healthEntry{metrics.DataLoss(ReasonDataMissing, fmt.Sprintf("the volume's backing file %s is gone", img))}
+		return []*healthEntry{health.DataLoss(ReasonDataMissing, fmt.Sprintf("the volume's backing file %s is gone", img))}
 	}
 	if err != nil {
-		return []*healthEntry{metrics.Inaccessible(ReasonDataUnreadable, fmt.Sprintf("the volume's backing file %s cannot be opened: %v", img, err))}
+		return []*healthEntry{health.Inaccessible(ReasonDataUnreadable, fmt.Sprintf("the volume's backing file %s cannot be opened: %v", img, err))}
 	}
 	defer f.Close()
 	st, err := f.Stat()
@@ -99,10 +99,10 @@ func imageHealth(img string, capacity int64) []*healthEntry {
 		}
 	}
 	if err != nil {
-		return []*healthEntry{metrics.Inaccessible(ReasonDataUnreadable, fmt.Sprintf("the volume's backing file %s cannot be read: %v", img, err))}
+		return []*healthEntry{health.Inaccessible(ReasonDataUnreadable, fmt.Sprintf("the volume's backing file %s cannot be read: %v", img, err))}
 	}
 	if st.Size() < capacity {
-		return []*healthEntry{metrics.DataLoss(ReasonImageTruncated, fmt.Sprintf("the volume's backing file %s has %d bytes, less than its capacity of %d", img, st.Size(), capacity))}
+		return []*healthEntry{health.DataLoss(ReasonImageTruncated, fmt.Sprintf("the volume's backing file %s has %d bytes, less than its capacity of %d", img, st.Size(), capacity))}
 	}
 	return nil
 }
@@ -110,5 +110,5 @@ func imageHealth(img string, capacity int64) []*healthEntry {
 // ControllerGetVolumeHealth reports the volume's backend conditions (the
 // controller and node of this driver share one state directory).
 func (d *Driver) ControllerGetVolumeHealth(ctx context.Context, r *csi.ControllerGetVolumeHealthRequest) (*csi.ControllerGetVolumeHealthResponse, error) {
-	return metrics.ControllerVolumeHealth(ctx, r, d.backendHealth)
+	return health.ControllerVolume(ctx, r, d.backendHealth)
 }

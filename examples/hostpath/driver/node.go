@@ -14,9 +14,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/block"
+	"github.com/csikit/csikit/health"
 	"github.com/csikit/csikit/k8s/keys"
-	"github.com/csikit/csikit/metrics"
 	"github.com/csikit/csikit/mount"
+	"github.com/csikit/csikit/stats"
 )
 
 // checkAccessType refuses a capability whose access type does not match
@@ -46,6 +47,15 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 	marker := d.stagedMarker(v.ID)
 	_, statErr := os.Stat(marker)
 	wasStaged := statErr == nil
+	// The volume's filesystem was chosen at creation; a capability asking
+	// for another one cannot be served (ALREADY_EXISTS for a repeat of a
+	// stage, as the spec's table says, else INVALID_ARGUMENT).
+	if fs := r.GetVolumeCapability().GetMount().GetFsType(); v.Kind == kindFS && fs != "" && fs != v.FSType {
+		if wasStaged {
+			return nil, status.Errorf(codes.AlreadyExists, "volume %s is staged with filesystem %s, not %s", v.ID, v.FSType, fs)
+		}
+		return nil, status.Errorf(codes.InvalidArgument, "volume %s holds filesystem %s, not %s", v.ID, v.FSType, fs)
+	}
 	var mounted bool // this call mounted staging
 	switch v.Kind {
 	case kindDir:
@@ -282,7 +292,7 @@ func (d *Driver) NodeGetVolumeStats(ctx context.Context, r *csi.NodeGetVolumeSta
 	if _, err := d.lookup(r.GetVolumeId()); err != nil {
 		return nil, err
 	}
-	return metrics.VolumeStats(ctx, r.GetVolumePath())
+	return stats.VolumeStats(ctx, r.GetVolumePath())
 }
 
 // NodeGetVolumeHealth reports abnormal conditions of the volume's paths
@@ -294,15 +304,15 @@ func (d *Driver) NodeGetVolumeHealth(ctx context.Context, r *csi.NodeGetVolumeHe
 	if err != nil {
 		return nil, err
 	}
-	opts := metrics.HealthOptions{Check: d.backendHealth}
+	opts := health.Options{Check: d.backendHealth}
 	if v.Kind == kindBlock {
-		opts.Skip = metrics.CheckMounted | metrics.CheckWritable
+		opts.Skip = health.CheckMounted | health.CheckWritable
 		// A block volume's stage attaches a loop device and makes nothing
 		// at the staging path: only the publish path has something to
 		// examine (backendHealth covers the loop device).
 		r = &csi.NodeGetVolumeHealthRequest{VolumeId: r.GetVolumeId(), VolumePublishPath: r.GetVolumePublishPath()}
 	}
-	return metrics.NodeVolumeHealth(ctx, r, opts)
+	return health.NodeVolume(ctx, r, opts)
 }
 
 // NodeExpandVolume makes the node see a grown volume: the loop device is

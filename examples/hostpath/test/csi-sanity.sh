@@ -6,6 +6,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 if [ "$(id -u)" -ne 0 ]; then
+	# CI runs as root: there a missing root is a broken setup, not a skip.
+	if [ "${CI:-}" = true ] || { [ -n "${CSIKIT_STRICT_TESTS:-}" ] && [ "${CSIKIT_STRICT_TESTS}" != 0 ] && [ "${CSIKIT_STRICT_TESTS}" != false ]; }; then
+		echo "csi-sanity.sh: needs root (the driver mounts filesystems); CI=${CI:-} CSIKIT_STRICT_TESTS=${CSIKIT_STRICT_TESTS:-} forbid skipping" >&2
+		exit 1
+	fi
 	echo "csi-sanity.sh: needs root (the driver mounts filesystems); skipping" >&2
 	exit 0
 fi

@@ -1,6 +1,6 @@
 //go:build linux
 
-package metrics_test
+package stats_test
 
 import (
 	"context"
@@ -10,8 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/csikit/csikit/internal/testenv"
+
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"github.com/csikit/csikit/metrics"
+	"github.com/csikit/csikit/stats"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -43,8 +45,8 @@ func df(t *testing.T, dir string) (bytes, inodes [3]int64) {
 		}
 		return v
 	}
-	bytes = parse(run(t, "df", "-B1", "--output=size,used,avail", dir))
-	inodes = parse(run(t, "df", "--output=itotal,iused,iavail", dir))
+	bytes = parse(testenv.Run(t, "df", "-B1", "--output=size,used,avail", dir))
+	inodes = parse(testenv.Run(t, "df", "--output=itotal,iused,iavail", dir))
 	return bytes, inodes
 }
 
@@ -57,9 +59,9 @@ func TestVolumeStatsFilesystem(t *testing.T) {
 		{"xfs", 320 << 20}, // mkfs.xfs refuses filesystems under 300 MiB
 	} {
 		t.Run(tc.fstype, func(t *testing.T) {
-			dir, _ := mountFS(t, tc.fstype, tc.size, "")
+			dir, _ := testenv.MountFS(t, tc.fstype, tc.size, "")
 			ctx := context.Background()
-			resp, err := metrics.VolumeStats(ctx, dir)
+			resp, err := stats.VolumeStats(ctx, dir)
 			if err != nil {
 				t.Fatalf("VolumeStats(%s): got error %v, want nil", dir, err)
 			}
@@ -95,7 +97,7 @@ func TestVolumeStatsFilesystem(t *testing.T) {
 				t.Fatal(err)
 			}
 			f.Close()
-			after, err := metrics.VolumeStats(ctx, dir)
+			after, err := stats.VolumeStats(ctx, dir)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -116,10 +118,10 @@ func TestVolumeStatsFilesystem(t *testing.T) {
 
 func TestVolumeStatsBlock(t *testing.T) {
 	const size = 48 << 20
-	dev := loopDevice(t, size)
-	target := bindBlock(t, dev)
+	dev := testenv.LoopDevice(t, size)
+	target := testenv.BindBlock(t, dev)
 	for _, path := range []string{target, dev} {
-		resp, err := metrics.VolumeStats(context.Background(), path)
+		resp, err := stats.VolumeStats(context.Background(), path)
 		if err != nil {
 			t.Fatalf("VolumeStats(%s): got error %v, want nil", path, err)
 		}
@@ -145,19 +147,19 @@ func TestVolumeStatsErrors(t *testing.T) {
 		name string
 		ctx  context.Context
 		path string
-		cfg  metrics.StatsConfig
+		cfg  stats.Config
 		want codes.Code
 	}{
-		{"missing", context.Background(), filepath.Join(tmp, "nope"), metrics.StatsConfig{}, codes.NotFound},
-		{"missing parent is a file", context.Background(), filepath.Join(file, "x"), metrics.StatsConfig{}, codes.NotFound},
-		{"directory not a mount", context.Background(), tmp, metrics.StatsConfig{}, codes.NotFound},
-		{"directory allowed unmounted", context.Background(), tmp, metrics.StatsConfig{AllowUnmounted: true}, codes.OK},
-		{"regular file", context.Background(), file, metrics.StatsConfig{AllowUnmounted: true}, codes.NotFound},
-		{"empty", context.Background(), "", metrics.StatsConfig{}, codes.InvalidArgument},
-		{"relative", context.Background(), "var/lib/kubelet", metrics.StatsConfig{}, codes.InvalidArgument},
-		{"NUL byte", context.Background(), "/tmp/a\x00b", metrics.StatsConfig{}, codes.InvalidArgument},
-		{"too long", context.Background(), "/" + strings.Repeat("a", 5000), metrics.StatsConfig{}, codes.InvalidArgument},
-		{"canceled", canceled, "/", metrics.StatsConfig{}, codes.Canceled},
+		{"missing", context.Background(), filepath.Join(tmp, "nope"), stats.Config{}, codes.NotFound},
+		{"missing parent is a file", context.Background(), filepath.Join(file, "x"), stats.Config{}, codes.NotFound},
+		{"directory not a mount", context.Background(), tmp, stats.Config{}, codes.NotFound},
+		{"directory allowed unmounted", context.Background(), tmp, stats.Config{AllowUnmounted: true}, codes.OK},
+		{"regular file", context.Background(), file, stats.Config{AllowUnmounted: true}, codes.NotFound},
+		{"empty", context.Background(), "", stats.Config{}, codes.InvalidArgument},
+		{"relative", context.Background(), "var/lib/kubelet", stats.Config{}, codes.InvalidArgument},
+		{"NUL byte", context.Background(), "/tmp/a\x00b", stats.Config{}, codes.InvalidArgument},
+		{"too long", context.Background(), "/" + strings.Repeat("a", 5000), stats.Config{}, codes.InvalidArgument},
+		{"canceled", canceled, "/", stats.Config{}, codes.Canceled},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			resp, err := tc.cfg.VolumeStats(tc.ctx, tc.path)
@@ -176,7 +178,7 @@ func TestVolumeStatsErrors(t *testing.T) {
 
 // The root of the mount namespace is a mount point: no loop device needed.
 func TestVolumeStatsRoot(t *testing.T) {
-	resp, err := metrics.VolumeStats(context.Background(), "/")
+	resp, err := stats.VolumeStats(context.Background(), "/")
 	if err != nil {
 		t.Fatalf("VolumeStats(/): got %v, want nil", err)
 	}

@@ -1,11 +1,13 @@
 //go:build linux
 
-package metrics
+package health
 
 import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/csikit/csikit/internal/pathstat"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/csikit/csikit/block"
@@ -16,9 +18,9 @@ type entry = csi.VolumeHealth_VolumeHealthEntry
 
 // pathHealth runs checks on path. Messages start with the path, so the
 // caller can prefix the request field name.
-func pathHealth(path string, checks HealthCheck) ([]*entry, error) {
+func pathHealth(path string, checks Check) ([]*entry, error) {
 	var stx unix.Statx_t
-	if err := statx(path, unix.STATX_TYPE|unix.STATX_MNT_ID, &stx); err != nil {
+	if err := pathstat.Statx(path, unix.STATX_TYPE|unix.STATX_MNT_ID, &stx); err != nil {
 		if checks&CheckExists == 0 {
 			return nil, nil
 		}
@@ -41,13 +43,13 @@ func pathHealth(path string, checks HealthCheck) ([]*entry, error) {
 }
 
 // blockHealth checks a raw block volume's device node.
-func blockHealth(path string, checks HealthCheck) []*entry {
+func blockHealth(path string, checks Check) []*entry {
 	if checks&CheckDevice == 0 {
 		return nil
 	}
 	size, err := block.DeviceSize(path)
 	switch {
-	case err != nil && deviceGone(err):
+	case err != nil && pathstat.DeviceGone(err):
 		return []*entry{Inaccessible(ReasonDeviceGone, fmt.Sprintf("%q: the block device is gone: %v", path, err))}
 	case err != nil:
 		return []*entry{Inaccessible(ReasonPathError, fmt.Sprintf("%q: reading the block device: %v", path, err))}
@@ -58,8 +60,8 @@ func blockHealth(path string, checks HealthCheck) []*entry {
 }
 
 // dirHealth checks a filesystem volume's mount point.
-func dirHealth(path string, stx *unix.Statx_t, checks HealthCheck) ([]*entry, error) {
-	mounted, err := isMountRoot(path, stx)
+func dirHealth(path string, stx *unix.Statx_t, checks Check) ([]*entry, error) {
+	mounted, err := pathstat.IsMountRoot(path, stx)
 	if err != nil {
 		return nil, fmt.Errorf("checking %q for a mount point: %w", path, err)
 	}
@@ -111,17 +113,17 @@ func sysDeviceGone(major, minor uint32) (bool, error) {
 // mount, or ext4 flagged it "emergency_ro" (Linux 6.x no longer flips the
 // superblock). Both show only in mountinfo, which is read once per call.
 func superblockReadOnly(path string, stx *unix.Statx_t) (bool, error) {
-	match := func(m mountEntry) bool { return m.mountPoint == path }
+	match := func(m pathstat.MountEntry) bool { return m.MountPoint == path }
 	if stx.Mask&unix.STATX_MNT_ID != 0 {
 		id := stx.Mnt_id
-		match = func(m mountEntry) bool { return m.id == id }
+		match = func(m pathstat.MountEntry) bool { return m.ID == id }
 	}
-	m, found, err := findMount(match)
+	m, found, err := pathstat.FindMount(match)
 	if err != nil {
 		return false, fmt.Errorf("reading mountinfo for %q: %w", path, err)
 	}
-	if !found || !hasOption(m.mountOpts, "rw") {
+	if !found || !pathstat.HasOption(m.MountOpts, "rw") {
 		return false, nil // read-only on purpose, or not ours to judge
 	}
-	return hasOption(m.superOpts, "ro") || hasOption(m.superOpts, "emergency_ro"), nil
+	return pathstat.HasOption(m.SuperOpts, "ro") || pathstat.HasOption(m.SuperOpts, "emergency_ro"), nil
 }

@@ -1,19 +1,22 @@
 //go:build linux
 
-package metrics_test
+package health_test
 
 import (
 	"context"
 	"errors"
-	"github.com/csikit/csikit/internal/testenv"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/csikit/csikit/stats"
+
+	"github.com/csikit/csikit/internal/testenv"
+
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"github.com/csikit/csikit/metrics"
+	"github.com/csikit/csikit/health"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -27,9 +30,9 @@ func reasons(entries []*csi.VolumeHealth_VolumeHealthEntry) string {
 	return strings.Join(s, ",")
 }
 
-func checkHealth(t *testing.T, path string, checks metrics.HealthCheck, want string) []*csi.VolumeHealth_VolumeHealthEntry {
+func checkHealth(t *testing.T, path string, checks health.Check, want string) []*csi.VolumeHealth_VolumeHealthEntry {
 	t.Helper()
-	got, err := metrics.PathHealth(context.Background(), path, checks)
+	got, err := health.Path(context.Background(), path, checks)
 	if err != nil {
 		t.Fatalf("PathHealth(%s): got error %v, want nil", path, err)
 	}
@@ -45,45 +48,45 @@ func TestPathHealthUnmounted(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	checkHealth(t, filepath.Join(tmp, "missing"), metrics.AllChecks, "INACCESSIBLE/PathMissing")
-	checkHealth(t, filepath.Join(tmp, "missing"), metrics.AllChecks&^metrics.CheckExists, "")
-	checkHealth(t, tmp, metrics.AllChecks, "INACCESSIBLE/NotMounted")
-	checkHealth(t, tmp, metrics.AllChecks&^metrics.CheckMounted, "")
-	checkHealth(t, file, metrics.AllChecks, "INACCESSIBLE/NotMounted")
-	checkHealth(t, "/", metrics.AllChecks, "")
+	checkHealth(t, filepath.Join(tmp, "missing"), health.AllChecks, "INACCESSIBLE/PathMissing")
+	checkHealth(t, filepath.Join(tmp, "missing"), health.AllChecks&^health.CheckExists, "")
+	checkHealth(t, tmp, health.AllChecks, "INACCESSIBLE/NotMounted")
+	checkHealth(t, tmp, health.AllChecks&^health.CheckMounted, "")
+	checkHealth(t, file, health.AllChecks, "INACCESSIBLE/NotMounted")
+	checkHealth(t, "/", health.AllChecks, "")
 
-	if _, err := metrics.PathHealth(context.Background(), "relative/path", metrics.AllChecks); status.Code(err) != codes.InvalidArgument {
+	if _, err := health.Path(context.Background(), "relative/path", health.AllChecks); status.Code(err) != codes.InvalidArgument {
 		t.Errorf("PathHealth(relative): got %v, want InvalidArgument", err)
 	}
 }
 
 func TestPathHealthMounted(t *testing.T) {
-	dir, _ := mountFS(t, "ext4", 32<<20, "")
-	checkHealth(t, dir, metrics.AllChecks, "")
+	dir, _ := testenv.MountFS(t, "ext4", 32<<20, "")
+	checkHealth(t, dir, health.AllChecks, "")
 }
 
 // A read-only mount on purpose is healthy; a superblock the kernel turned
 // read-only under a read-write mount (errors=remount-ro) is DEGRADED.
 func TestPathHealthReadOnly(t *testing.T) {
 	t.Run("mounted ro on purpose", func(t *testing.T) {
-		dir, _ := mountFS(t, "ext4", 32<<20, "ro")
-		checkHealth(t, dir, metrics.AllChecks, "")
+		dir, _ := testenv.MountFS(t, "ext4", 32<<20, "ro")
+		checkHealth(t, dir, health.AllChecks, "")
 	})
 	t.Run("errors=remount-ro after an fs error", func(t *testing.T) {
-		dir, dev := mountFS(t, "ext4", 32<<20, "errors=remount-ro")
+		dir, dev := testenv.MountFS(t, "ext4", 32<<20, "errors=remount-ro")
 		trigger := filepath.Join("/sys/fs/ext4", filepath.Base(dev), "trigger_fs_error")
 		if _, err := os.Stat(trigger); err != nil {
 			testenv.Skipf(t, "needs ext4's %s to inject an error: %v", trigger, err)
 		}
-		checkHealth(t, dir, metrics.AllChecks, "")
+		checkHealth(t, dir, health.AllChecks, "")
 		if err := os.WriteFile(trigger, []byte("1"), 0o200); err != nil {
 			t.Fatalf("injecting an ext4 error: %v", err)
 		}
-		got := checkHealth(t, dir, metrics.AllChecks, "DEGRADED/FilesystemReadOnly")
+		got := checkHealth(t, dir, health.AllChecks, "DEGRADED/FilesystemReadOnly")
 		if !strings.Contains(got[0].GetMessage(), dir) {
 			t.Errorf("message: got %q, want it to name %s", got[0].GetMessage(), dir)
 		}
-		checkHealth(t, dir, metrics.AllChecks&^metrics.CheckWritable, "")
+		checkHealth(t, dir, health.AllChecks&^health.CheckWritable, "")
 		if err := os.WriteFile(filepath.Join(dir, "f"), nil, 0o600); !errors.Is(err, syscall.EROFS) {
 			t.Errorf("writing after the error: got %v, want EROFS (the test's premise)", err)
 		}
@@ -92,14 +95,14 @@ func TestPathHealthReadOnly(t *testing.T) {
 
 // A raw block volume whose loop device is detached reads as size 0.
 func TestPathHealthBlockDeviceGone(t *testing.T) {
-	dev := loopDevice(t, 16<<20)
-	target := bindBlock(t, dev)
-	checkHealth(t, target, metrics.AllChecks, "")
-	detach(t, dev)
-	checkHealth(t, target, metrics.AllChecks, "INACCESSIBLE/DeviceGone")
-	checkHealth(t, target, metrics.AllChecks&^metrics.CheckDevice, "")
+	dev := testenv.LoopDevice(t, 16<<20)
+	target := testenv.BindBlock(t, dev)
+	checkHealth(t, target, health.AllChecks, "")
+	testenv.Detach(t, dev)
+	checkHealth(t, target, health.AllChecks, "INACCESSIBLE/DeviceGone")
+	checkHealth(t, target, health.AllChecks&^health.CheckDevice, "")
 	// Stats report the truth, size 0, rather than an error or a guess.
-	resp, err := metrics.VolumeStats(context.Background(), target)
+	resp, err := stats.VolumeStats(context.Background(), target)
 	if err != nil || resp.GetUsage()[0].GetTotal() != 0 {
 		t.Errorf("VolumeStats on a detached device: got %v, %v, want total 0", resp, err)
 	}
@@ -122,9 +125,9 @@ func TestNodeVolumeHealth(t *testing.T) {
 		if id != "vol-1" {
 			return nil, status.Errorf(codes.NotFound, "volume %q not found", id)
 		}
-		return []*csi.VolumeHealth_VolumeHealthEntry{metrics.Degraded("ReplicaMissing", "1 of 3 replicas down")}, nil
+		return []*csi.VolumeHealth_VolumeHealthEntry{health.Degraded("ReplicaMissing", "1 of 3 replicas down")}, nil
 	}
-	resp, err := metrics.NodeVolumeHealth(ctx, req, metrics.HealthOptions{Check: backend})
+	resp, err := health.NodeVolume(ctx, req, health.Options{Check: backend})
 	if err != nil {
 		t.Fatalf("NodeVolumeHealth: got %v, want nil", err)
 	}
@@ -141,7 +144,7 @@ func TestNodeVolumeHealth(t *testing.T) {
 		t.Errorf("merged message: got %q, want both paths named", msg)
 	}
 
-	resp, err = metrics.NodeVolumeHealth(ctx, req, metrics.HealthOptions{Skip: metrics.CheckMounted})
+	resp, err = health.NodeVolume(ctx, req, health.Options{Skip: health.CheckMounted})
 	if err != nil || len(resp.GetVolumeHealth().GetHealthStatuses()) != 0 {
 		t.Errorf("with CheckMounted skipped: got %v, %v, want no entries", resp, err)
 	}
@@ -155,7 +158,7 @@ func TestNodeVolumeHealth(t *testing.T) {
 		{"relative path", &csi.NodeGetVolumeHealthRequest{VolumeId: "vol-1", VolumePublishPath: "a/b"}, codes.InvalidArgument},
 		{"unknown volume", &csi.NodeGetVolumeHealthRequest{VolumeId: "vol-2"}, codes.NotFound},
 	} {
-		_, err := metrics.NodeVolumeHealth(ctx, tc.req, metrics.HealthOptions{Check: backend})
+		_, err := health.NodeVolume(ctx, tc.req, health.Options{Check: backend})
 		if got := status.Code(err); got != tc.want {
 			t.Errorf("%s: got %v (%v), want %v", tc.name, got, err, tc.want)
 		}

@@ -1,24 +1,26 @@
-package metrics
+package health
 
 import (
 	"context"
 	"strings"
+
+	"github.com/csikit/csikit/internal/pathstat"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
-// HealthCheck is a set of the conditions PathHealth looks for.
-type HealthCheck uint
+// Check is a set of the conditions Path looks for.
+type Check uint
 
-// The conditions PathHealth detects, with the entry each one reports.
+// The conditions Path detects, with the entry each one reports.
 const (
 	// CheckExists reports INACCESSIBLE "PathMissing" when the path does not
 	// exist and INACCESSIBLE "PathError" when it or its filesystem cannot
 	// be examined (EIO from a shut-down filesystem, a dead FUSE daemon's
 	// ENOTCONN, a stale NFS handle, …).
-	CheckExists HealthCheck = 1 << iota
+	CheckExists Check = 1 << iota
 	// CheckMounted reports INACCESSIBLE "NotMounted" when a directory is
 	// not a mount point, or when a regular file has no device bound on it.
 	CheckMounted
@@ -37,7 +39,7 @@ const (
 	AllChecks = CheckExists | CheckMounted | CheckWritable | CheckDevice
 )
 
-// Health entry reasons reported by PathHealth: CamelCase, as the spec asks.
+// Health entry reasons reported by Path: CamelCase, as the spec asks.
 const (
 	ReasonPathMissing        = "PathMissing"
 	ReasonPathError          = "PathError"
@@ -46,12 +48,12 @@ const (
 	ReasonDeviceGone         = "DeviceGone"
 )
 
-// HealthOptions configures NodeVolumeHealth. The zero value runs every
+// Options configures NodeVolume. The zero value runs every
 // check of AllChecks.
-type HealthOptions struct {
+type Options struct {
 	// Skip removes checks that do not fit the driver, e.g. CheckMounted
 	// for hostpath-style volumes that are plain directories.
-	Skip HealthCheck
+	Skip Check
 
 	// Check, when set, adds the driver's own conditions (backend state,
 	// replication, …) after the path checks. A gRPC status error from it is
@@ -60,13 +62,13 @@ type HealthOptions struct {
 	Check func(ctx context.Context, volumeID string) ([]*csi.VolumeHealth_VolumeHealthEntry, error)
 }
 
-// NodeVolumeHealth answers NodeGetVolumeHealth (spec v1.13+): it checks the
+// NodeVolume answers NodeGetVolumeHealth (spec v1.13+): it checks the
 // staging and publish paths the request names (each when non-empty), then
-// HealthOptions.Check, and returns the entries found, merged so no
+// Options.Check, and returns the entries found, merged so no
 // (status, reason) pair repeats. An empty list means no adverse condition
 // is known. An empty volume_id or a relative path is InvalidArgument; the
 // context's end returns its code.
-func NodeVolumeHealth(ctx context.Context, req *csi.NodeGetVolumeHealthRequest, opts HealthOptions) (*csi.NodeGetVolumeHealthResponse, error) {
+func NodeVolume(ctx context.Context, req *csi.NodeGetVolumeHealthRequest, opts Options) (*csi.NodeGetVolumeHealthResponse, error) {
 	if req.GetVolumeId() == "" {
 		return nil, status.Error(codes.InvalidArgument, "volume_id is empty")
 	}
@@ -79,11 +81,11 @@ func NodeVolumeHealth(ctx context.Context, req *csi.NodeGetVolumeHealthRequest, 
 		if p.path == "" {
 			continue
 		}
-		clean, err := cleanPath(p.field, p.path)
+		clean, err := pathstat.CleanPath(p.field, p.path)
 		if err != nil {
 			return nil, err
 		}
-		found, err := PathHealth(ctx, clean, checks)
+		found, err := Path(ctx, clean, checks)
 		if err != nil {
 			return nil, err
 		}
@@ -99,19 +101,19 @@ func NodeVolumeHealth(ctx context.Context, req *csi.NodeGetVolumeHealthRequest, 
 		}
 		entries = append(entries, found...)
 	}
-	return &csi.NodeGetVolumeHealthResponse{VolumeHealth: NewVolumeHealth(req.GetVolumeId(), entries...)}, nil
+	return &csi.NodeGetVolumeHealthResponse{VolumeHealth: New(req.GetVolumeId(), entries...)}, nil
 }
 
-// PathHealth examines one staged or published path for the conditions in
+// Path examines one staged or published path for the conditions in
 // checks and returns one entry per condition found (nil when healthy). The
 // path must be absolute. It is bounded by ctx: a path whose filesystem
 // hangs returns the context's status.
-func PathHealth(ctx context.Context, path string, checks HealthCheck) ([]*csi.VolumeHealth_VolumeHealthEntry, error) {
-	clean, err := cleanPath("path", path)
+func Path(ctx context.Context, path string, checks Check) ([]*csi.VolumeHealth_VolumeHealthEntry, error) {
+	clean, err := pathstat.CleanPath("path", path)
 	if err != nil {
 		return nil, err
 	}
-	return bounded(ctx, func() ([]*csi.VolumeHealth_VolumeHealthEntry, error) {
+	return pathstat.Bounded(ctx, func() ([]*csi.VolumeHealth_VolumeHealthEntry, error) {
 		entries, err := pathHealth(clean, checks)
 		if _, ok := status.FromError(err); !ok {
 			err = status.Errorf(codes.Internal, "volume health of %q: %v", clean, err)
@@ -120,31 +122,31 @@ func PathHealth(ctx context.Context, path string, checks HealthCheck) ([]*csi.Vo
 	})
 }
 
-// ControllerVolumeHealth answers ControllerGetVolumeHealth (spec v1.13+):
+// ControllerVolume answers ControllerGetVolumeHealth (spec v1.13+):
 // it validates the request, asks check for the volume's conditions and
-// returns them merged as NewVolumeHealth does. check returns a NotFound
+// returns them merged as New does. check returns a NotFound
 // status for a volume it does not know; its errors are returned as is.
 // Secrets in the request are passed to nobody but check's closure.
-func ControllerVolumeHealth(ctx context.Context, req *csi.ControllerGetVolumeHealthRequest, check func(ctx context.Context, volumeID string) ([]*csi.VolumeHealth_VolumeHealthEntry, error)) (*csi.ControllerGetVolumeHealthResponse, error) {
+func ControllerVolume(ctx context.Context, req *csi.ControllerGetVolumeHealthRequest, check func(ctx context.Context, volumeID string) ([]*csi.VolumeHealth_VolumeHealthEntry, error)) (*csi.ControllerGetVolumeHealthResponse, error) {
 	if req.GetVolumeId() == "" {
 		return nil, status.Error(codes.InvalidArgument, "volume_id is empty")
 	}
 	if check == nil {
-		return nil, status.Error(codes.Unimplemented, "ControllerVolumeHealth: no check function configured")
+		return nil, status.Error(codes.Unimplemented, "ControllerVolume: no check function configured")
 	}
 	entries, err := check(ctx, req.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}
-	return &csi.ControllerGetVolumeHealthResponse{VolumeHealth: NewVolumeHealth(req.GetVolumeId(), entries...)}, nil
+	return &csi.ControllerGetVolumeHealthResponse{VolumeHealth: New(req.GetVolumeId(), entries...)}, nil
 }
 
-// NewVolumeHealth builds a VolumeHealth for volumeID from entries, keeping
+// New builds a VolumeHealth for volumeID from entries, keeping
 // the spec's rule that a (status, reason) pair appears at most once: the
 // messages of repeated pairs are joined with "; " in order. Nil entries
 // are dropped. The result's HealthStatuses is empty, not nil-checked by
 // callers, when there is nothing to report.
-func NewVolumeHealth(volumeID string, entries ...*csi.VolumeHealth_VolumeHealthEntry) *csi.VolumeHealth {
+func New(volumeID string, entries ...*csi.VolumeHealth_VolumeHealthEntry) *csi.VolumeHealth {
 	type key struct {
 		s csi.VolumeHealthErrorType
 		r string

@@ -1,19 +1,17 @@
-package metrics
+package stats
 
 import (
 	"context"
 	"math"
-	"path/filepath"
-	"strings"
+
+	"github.com/csikit/csikit/internal/pathstat"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
-// StatsConfig configures how VolumeStats reads a volume. The zero value is
-// the strict default; VolumeStats(ctx, path) is StatsConfig{}.VolumeStats.
-type StatsConfig struct {
+// Config configures how VolumeStats reads a volume. The zero value is
+// the strict default; VolumeStats(ctx, path) is Config{}.VolumeStats.
+type Config struct {
 	// AllowUnmounted reports statfs of a directory that is not a mount
 	// point instead of refusing it with NotFound. Only drivers whose volumes
 	// are plain directories (hostpath-style, no mount of their own) want
@@ -23,9 +21,9 @@ type StatsConfig struct {
 }
 
 // VolumeStats answers NodeGetVolumeStats for the volume at path (a
-// published or staged path) using StatsConfig{}: see StatsConfig.VolumeStats.
+// published or staged path) using Config{}: see Config.VolumeStats.
 func VolumeStats(ctx context.Context, path string) (*csi.NodeGetVolumeStatsResponse, error) {
-	return StatsConfig{}.VolumeStats(ctx, path)
+	return Config{}.VolumeStats(ctx, path)
 }
 
 // VolumeStats answers NodeGetVolumeStats for the volume at path, telling
@@ -42,64 +40,24 @@ func VolumeStats(ctx context.Context, path string) (*csi.NodeGetVolumeStatsRespo
 // Errors, all gRPC statuses: InvalidArgument for an empty, relative or
 // over-long path; NotFound when nothing is at path, when the device behind
 // it is gone, or when it is neither a block device nor a mount point (see
-// StatsConfig.AllowUnmounted); the context's code when ctx ends first;
+// Config.AllowUnmounted); the context's code when ctx ends first;
 // Internal otherwise. It costs two syscalls (statx, then statfs or the
 // device's open+ioctl+close) and, when ctx can end, one goroutine.
-func (c StatsConfig) VolumeStats(ctx context.Context, path string) (*csi.NodeGetVolumeStatsResponse, error) {
-	p, err := cleanPath("volume_path", path)
+func (c Config) VolumeStats(ctx context.Context, path string) (*csi.NodeGetVolumeStatsResponse, error) {
+	p, err := pathstat.CleanPath("volume_path", path)
 	if err != nil {
 		return nil, err
 	}
-	s, err := bounded(ctx, func() (volStats, error) { return c.volumeStats(p) })
-	return s.resp, err
+	s, err := pathstat.Bounded(ctx, func() (Result, error) { return c.Read(p) })
+	return s.Response, err
 }
 
-// volStats is a volume's usage and whether it is a raw block volume.
-type volStats struct {
-	resp  *csi.NodeGetVolumeStatsResponse
-	block bool
-}
-
-// cleanPath checks a path taken from a request: it must be absolute and
-// free of NUL bytes. The result is lexically cleaned.
-func cleanPath(field, path string) (string, error) {
-	switch {
-	case path == "":
-		return "", status.Errorf(codes.InvalidArgument, "%s is empty: want the absolute path the volume was staged or published at", field)
-	case strings.IndexByte(path, 0) >= 0:
-		return "", status.Errorf(codes.InvalidArgument, "%s contains a NUL byte", field)
-	case !filepath.IsAbs(path):
-		return "", status.Errorf(codes.InvalidArgument, "%s %q is relative: want an absolute path", field, path)
-	}
-	return filepath.Clean(path), nil
-}
-
-// bounded runs f, returning early with the context's status when ctx ends
-// first. The goroutine running f then finishes on its own when f returns
-// (a syscall stuck in the kernel cannot be interrupted from Go).
-func bounded[T any](ctx context.Context, f func() (T, error)) (T, error) {
-	var zero T
-	if err := ctx.Err(); err != nil {
-		return zero, status.FromContextError(err).Err()
-	}
-	if ctx.Done() == nil { // cannot end: no need for a goroutine
-		return f()
-	}
-	type result struct {
-		v   T
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		v, err := f()
-		ch <- result{v, err}
-	}()
-	select {
-	case r := <-ch:
-		return r.v, r.err
-	case <-ctx.Done():
-		return zero, status.FromContextError(ctx.Err()).Err()
-	}
+// Result is a volume's usage and whether it is a raw block volume.
+type Result struct {
+	// Response is the NodeGetVolumeStats answer.
+	Response *csi.NodeGetVolumeStatsResponse
+	// Block is set for a raw block volume (its usage has a total only).
+	Block bool
 }
 
 // fsUsage builds the response for statfs figures, in units of frsize.

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package metrics
+package health
 
 import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -8,6 +8,6 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-func pathHealth(path string, checks HealthCheck) ([]*csi.VolumeHealth_VolumeHealthEntry, error) {
+func pathHealth(path string, checks Check) ([]*csi.VolumeHealth_VolumeHealthEntry, error) {
 	return nil, status.Error(codes.Unimplemented, "volume health checks need Linux")
 }
