@@ -11,6 +11,7 @@ import (
 	"github.com/csikit/csikit/csi/logging"
 	"github.com/csikit/csikit/csi/recovery"
 	"github.com/csikit/csikit/csi/requestid"
+	"github.com/csikit/csikit/csi/secrets"
 	"github.com/csikit/csikit/csi/validation"
 	"github.com/csikit/csikit/idempotency"
 	"github.com/csikit/csikit/metrics"
@@ -21,7 +22,11 @@ import (
 //
 //  1. recovery, a safety net for csikit's own interceptors.
 //  2. request ID: taken from incoming metadata or generated, in ctx.
-//  3. logging: one line per call, secrets stripped, built only when logged.
+//  3. logging: one line per call, secrets stripped, built only when logged;
+//     it puts the call's logger in ctx (logging.FromContext). Right below
+//     it, secrets.UnaryServerInterceptor redacts the request's secrets
+//     from a returned error's message and details, so the log line and
+//     the client (and the Events sidecars make of it) see the same text.
 //  4. metrics (when Options.Registry is set): latency, codes, in-flight.
 //  5. recovery: a panic in the driver (or below) becomes codes.Internal,
 //     logged once with its stack and request ID, and counted; logging and
@@ -63,6 +68,7 @@ func (s *Server) buildChain() error {
 		grpcrecovery.UnaryServerInterceptor(grpcrecovery.WithRecoveryHandlerContext(recovery.RecoveryHandler(ropts))),
 		requestid.UnaryServerInterceptor(),
 		logging.UnaryServerInterceptor(s.log, logging.Options{}),
+		secrets.UnaryServerInterceptor(),
 	)
 	if s.metrics != nil {
 		chain = append(chain, s.metrics.UnaryServerInterceptor())

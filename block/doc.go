@@ -7,13 +7,19 @@
 //   - Every path argument must be absolute and clean (filepath.Clean leaves it
 //     unchanged); anything else is rejected with codes.InvalidArgument before
 //     the file system is touched, so a request cannot steer a call with "..".
+//   - No symlink in a target path is followed, in a parent or as the last
+//     component: EnsureBlock, MountBlock and UnmountBlock open the path
+//     component by component with O_NOFOLLOW (internal/safepath), create
+//     and remove relative to the parent's descriptor, and bind through
+//     /proc/self/fd/N; a symlink gives codes.FailedPrecondition naming it.
 //   - EnsureBlock and MountBlock are idempotent: a retry with the same
 //     arguments succeeds without stacking a second mount; a target that is a
 //     directory, or bound to a different device, is refused with a gRPC code
 //     (FailedPrecondition, AlreadyExists) a driver can return as-is.
-//   - UnmountBlock removes the bind mount and then the target with os.Remove,
-//     only once it is no longer a mount point and only if it is a file; it
-//     never removes a directory or anything below one.
+//   - UnmountBlock removes the bind mount and then the target, only once it
+//     is no longer a mount point and only if it is an empty regular file
+//     (what EnsureBlock makes); a directory, a file holding data, a symlink
+//     or a device node is left in place with codes.FailedPrecondition.
 //   - Sizes come from the BLKGETSIZE64 ioctl, never from statfs (which on a
 //     device node reports the size of the file system holding /dev).
 //   - Loop devices are attached, found and detached through ioctls on
@@ -21,6 +27,10 @@
 //     a LOOP_SET_FD/LOOP_SET_STATUS64 fallback, LOOP_GET_STATUS64,
 //     LOOP_CLR_FD); no losetup output is parsed. A backing file is identified
 //     by device and inode number, so a renamed file is still found.
+//   - DetachLoop never reports success for a device still in use: the kernel
+//     answers LOOP_CLR_FD on an open or mounted device with success and only
+//     sets autoclear, so DetachLoop reads the status back, restores the
+//     flags and returns codes.FailedPrecondition naming the device.
 //   - Errors carry gRPC codes through a GRPCStatus method and still unwrap to
 //     the underlying errno, so errors.Is(err, unix.EBUSY) keeps working.
 //   - The package keeps no global state; the mount-point check is O(1)

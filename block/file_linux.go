@@ -5,13 +5,14 @@ package block
 import (
 	"context"
 	"errors"
-	"github.com/csikit/csikit/internal/mountpoint"
 	"io/fs"
-	"os"
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
+
+	"github.com/csikit/csikit/internal/mountpoint"
+	"github.com/csikit/csikit/internal/safepath"
 )
 
 // maxStacked bounds how many mounts stacked on one target UnmountBlock peels
@@ -35,7 +36,10 @@ type MountOptions struct {
 // EnsureBlock creates target as an empty regular file, creating missing
 // parent directories with mode 0750. It is idempotent: an existing regular
 // file, or a block device node bound onto it, is left alone. A directory or
-// any other file type at target is refused with codes.FailedPrecondition.
+// any other file type at target (a symlink included) is refused with
+// codes.FailedPrecondition, and so is a symlink anywhere in its parents:
+// the parents are opened component by component with O_NOFOLLOW and the
+// file is created relative to them.
 func EnsureBlock(ctx context.Context, target string) error {
 	if err := checkPath("target", target); err != nil {
 		return err
@@ -43,23 +47,24 @@ func EnsureBlock(ctx context.Context, target string) error {
 	if err := ctx.Err(); err != nil {
 		return ctxError(err, "ensure block target %s", target)
 	}
-	fi, err := os.Lstat(target)
-	if err == nil {
-		return checkTargetType(target, fi)
+	pfd, err := safepath.Open("block target", filepath.Dir(target), true)
+	if err != nil {
+		return err
 	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return errorf(codes.Internal, err, "inspect block target %s", target)
-	}
-	if err := os.MkdirAll(filepath.Dir(target), 0o750); err != nil {
-		return errorf(codes.Internal, err, "create parent of block target %s", target)
-	}
-	fd, err := unix.Open(target, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o640)
-	if errors.Is(err, unix.EEXIST) { // lost a race with another creator
-		fi, err := os.Lstat(target)
-		if err != nil {
+	defer unix.Close(pfd)
+	return ensureAt(pfd, target)
+}
+
+// ensureAt is EnsureBlock in the directory open at pfd.
+func ensureAt(pfd int, target string) error {
+	base := filepath.Base(target)
+	fd, err := unix.Openat(pfd, base, unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o640)
+	if errors.Is(err, unix.EEXIST) { // there already, or lost a race with another creator
+		var st unix.Stat_t
+		if err := unix.Fstatat(pfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return errorf(codes.Internal, err, "inspect block target %s", target)
 		}
-		return checkTargetType(target, fi)
+		return checkTargetMode(target, st.Mode)
 	}
 	if err != nil {
 		return errorf(codes.Internal, err, "create block target %s", target)
@@ -67,16 +72,21 @@ func EnsureBlock(ctx context.Context, target string) error {
 	return unix.Close(fd)
 }
 
-func checkTargetType(target string, fi fs.FileInfo) error {
-	switch m := fi.Mode(); {
-	case m.IsRegular(), m&fs.ModeDevice != 0 && m&fs.ModeCharDevice == 0:
+// checkTargetMode accepts what may sit at a block target: a regular file,
+// or a block device node bound onto one.
+func checkTargetMode(target string, mode uint32) error {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFREG, unix.S_IFBLK:
 		return nil
-	case m.IsDir():
+	case unix.S_IFDIR:
 		return errorf(codes.FailedPrecondition, nil,
 			"block target %s is a directory, want a file: publish it as a block volume at a new path", target)
+	case unix.S_IFLNK:
+		return errorf(codes.FailedPrecondition, nil,
+			"block target %s is a symlink, which is never followed: want a regular file", target)
 	default:
 		return errorf(codes.FailedPrecondition, nil,
-			"block target %s has file type %s, want a regular file", target, m.Type())
+			"block target %s has file type %#o, want a regular file", target, mode&unix.S_IFMT)
 	}
 }
 
@@ -111,17 +121,41 @@ func MountBlock(ctx context.Context, opts MountOptions) error {
 	if mounted {
 		return checkBound(opts, dev.Rdev)
 	}
-	if err := unix.Mount(opts.Device, opts.Target, "", unix.MS_BIND, ""); err != nil {
+	// Bind onto the file found without following symlinks.
+	tfd, err := safepath.Open("block target", opts.Target, false)
+	if err != nil {
+		return err
+	}
+	err = unix.Mount(opts.Device, safepath.FdPath(tfd), "", unix.MS_BIND, "")
+	unix.Close(tfd)
+	if err != nil {
 		return errorf(codes.Internal, err, "bind %s onto %s", opts.Device, opts.Target)
 	}
 	if opts.ReadOnly {
-		flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY)
-		if err := unix.Mount("", opts.Target, "", flags, ""); err != nil {
+		if err := remountReadOnly(opts.Target, dev.Rdev); err != nil {
 			_ = unix.Unmount(opts.Target, unix.UMOUNT_NOFOLLOW)
 			return errorf(codes.Internal, err, "remount %s read-only", opts.Target)
 		}
 	}
 	return nil
+}
+
+// remountReadOnly makes the bind of the device rdev at target read-only,
+// through the new mount (found again without following symlinks).
+func remountReadOnly(target string, rdev uint64) error {
+	fd, err := safepath.Open("block target", target, false)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFBLK || st.Rdev != rdev {
+		return errors.New("the bind mount is not at the target after mounting")
+	}
+	return unix.Mount("", safepath.FdPath(fd), "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, "")
 }
 
 // checkBound decides whether an existing mount at opts.Target is the one
@@ -148,13 +182,23 @@ func checkBound(opts MountOptions, rdev uint64) error {
 }
 
 // UnmountBlock removes every bind mount on target and then the target file
-// itself. A target that does not exist, or is not mounted, is fine. A busy
-// mount gives codes.FailedPrecondition and leaves the target in place; a
-// directory at target is never removed (codes.FailedPrecondition).
+// itself, if it is what EnsureBlock makes: an empty regular file. A target
+// that does not exist, or is not mounted, is fine. A busy mount gives
+// codes.FailedPrecondition and leaves the target in place; a directory, a
+// file holding data, a symlink or any other file type at target is never
+// removed (codes.FailedPrecondition).
 func UnmountBlock(ctx context.Context, target string) error {
 	if err := checkPath("target", target); err != nil {
 		return err
 	}
+	pfd, err := safepath.Open("block target", filepath.Dir(target), false)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pfd)
 peel:
 	for i := 0; ; i++ {
 		if err := ctx.Err(); err != nil {
@@ -186,18 +230,26 @@ peel:
 			return errorf(codes.Internal, err, "unmount block target %s", target)
 		}
 	}
-	fi, err := os.Lstat(target)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
+	var st unix.Stat_t
+	base := filepath.Base(target)
+	if err := unix.Fstatat(pfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
 		return errorf(codes.Internal, err, "inspect block target %s", target)
 	}
-	if fi.IsDir() {
+	switch typ := st.Mode & unix.S_IFMT; {
+	case typ == unix.S_IFDIR:
 		return errorf(codes.FailedPrecondition, nil,
 			"block target %s is a directory; refusing to remove it", target)
+	case typ != unix.S_IFREG:
+		return errorf(codes.FailedPrecondition, nil,
+			"block target %s has file type %#o, not the empty file EnsureBlock makes: left in place", target, typ)
+	case st.Size != 0:
+		return errorf(codes.FailedPrecondition, nil,
+			"block target %s is a file holding %d bytes, not the empty file EnsureBlock makes: left in place", target, st.Size)
 	}
-	if err := os.Remove(target); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := unix.Unlinkat(pfd, base, 0); err != nil && !errors.Is(err, unix.ENOENT) {
 		return errorf(codes.Internal, err, "remove block target %s", target)
 	}
 	return nil

@@ -200,8 +200,17 @@ func decodeDev(d uint64) [2]uint32 {
 }
 
 // DetachLoop detaches the loop device dev (a /dev/loopN path). A device that
-// is not attached, or does not exist, is fine. If the device is still open
-// or mounted, the kernel detaches it when its last user closes it.
+// is not attached, or does not exist, is fine.
+//
+// A device still in use — open elsewhere, or holding a mounted file system —
+// is not detached: DetachLoop returns codes.FailedPrecondition naming it and
+// leaves it exactly as it was. (The kernel answers LOOP_CLR_FD on such a
+// device with success and only marks it to detach on its last close; so
+// DetachLoop reads the status back, and when the device is still bound it
+// restores the flags it had, autoclear off unless it was on before, so a
+// refused detach cannot take effect later behind the caller's back.) When
+// nobody else has it open, the device is detached by the time DetachLoop
+// returns.
 func DetachLoop(ctx context.Context, dev string) error {
 	if err := checkLoopPath(dev); err != nil {
 		return err
@@ -216,15 +225,40 @@ func DetachLoop(ctx context.Context, dev string) error {
 	if err != nil {
 		return errorf(codes.Internal, err, "open %s", dev)
 	}
-	defer unix.Close(fd)
+	defer unix.Close(fd) // the last close completes the detach
+	before, err := unix.IoctlLoopGetStatus64(fd)
+	if errors.Is(err, unix.ENXIO) {
+		return nil // not attached
+	}
+	if err != nil {
+		return errorf(codes.Internal, err, "read status of %s", dev)
+	}
 	err = unix.IoctlSetInt(fd, unix.LOOP_CLR_FD, 0)
-	if err == nil || errors.Is(err, unix.ENXIO) {
+	if errors.Is(err, unix.ENXIO) {
 		return nil
 	}
-	if errors.Is(err, unix.EBUSY) {
-		return errorf(codes.FailedPrecondition, err, "loop device %s is in use", dev)
+	if errors.Is(err, unix.EBUSY) { // kernels that refuse instead of deferring
+		return errorf(codes.FailedPrecondition, err, "loop device %s is in use (open or mounted): not detached; unmount it, close it and retry", dev)
 	}
-	return errorf(codes.Internal, err, "detach %s", dev)
+	if err != nil {
+		return errorf(codes.Internal, err, "detach %s", dev)
+	}
+	// Still bound after LOOP_CLR_FD means others hold it open: the kernel
+	// only set autoclear. With us as the only opener it is in rundown and
+	// answers ENXIO; our close detaches it.
+	if _, err := unix.IoctlLoopGetStatus64(fd); errors.Is(err, unix.ENXIO) {
+		return nil
+	} else if err != nil {
+		return errorf(codes.Internal, err, "read status of %s after detaching", dev)
+	}
+	inUse := errorf(codes.FailedPrecondition, nil, "loop device %s is in use (open or mounted): not detached; unmount it, close it and retry", dev)
+	if before.Flags&unix.LO_FLAGS_AUTOCLEAR == 0 {
+		if err := unix.IoctlLoopSetStatus64(fd, before); err != nil {
+			return errorf(codes.FailedPrecondition, err,
+				"loop device %s is in use (open or mounted), and clearing the autoclear flag LOOP_CLR_FD set failed: it will detach when its last user closes it", dev)
+		}
+	}
+	return inUse
 }
 
 // RefreshLoopSize makes the loop device dev pick up the current size of its

@@ -19,6 +19,10 @@ import (
 // the budget are checked at least this often.
 const copyChunk = 8 << 20
 
+// smallCopy is the size up to which data goes through a buffer rather
+// than copy_file_range.
+const smallCopy = 64 << 10
+
 // copier is one Copy's state.
 type copier struct {
 	*walker
@@ -27,6 +31,9 @@ type copier struct {
 	stats CopyStats
 	data  []byte // read/write buffer when copy_file_range cannot be used
 	noCFR bool
+	// dstDev and dstIno identify the destination root, so a destination
+	// inside the source is never copied into itself.
+	dstDev, dstIno uint64
 }
 
 func copyTree(ctx context.Context, src, dst string, opts CopyOptions) (CopyStats, error) {
@@ -51,23 +58,42 @@ func copyTree(ctx context.Context, src, dst string, opts CopyOptions) (CopyStats
 		return CopyStats{}, mountError("copy "+src, mounts[0])
 	}
 
-	created := true
-	if err := unix.Mkdir(dst, 0o700); errors.Is(err, unix.EEXIST) {
-		created = false
-	} else if err != nil {
-		if isNotExist(err) {
-			return CopyStats{}, codederr.Errorf(codes.NotFound, err, "parent of copy destination %s", dst)
+	// A dst that does not exist yet is built under a hidden sibling name and
+	// renamed into place at the end, so even a crash (SIGKILL) mid-copy
+	// never leaves a half copy at dst; the next Copy to dst removes the
+	// stale sibling first. An existing empty dst is filled in place.
+	work, created := dst, false
+	var lst unix.Stat_t
+	switch err := unix.Lstat(dst, &lst); {
+	case isNotExist(err):
+		created, work = true, partialPath(dst)
+		if err := remove(context.WithoutCancel(ctx), work, RemoveOptions{}); err != nil {
+			return CopyStats{}, err
 		}
-		return CopyStats{}, sysError("create", dst, err)
+		if err := unix.Mkdir(work, 0o700); err != nil {
+			if isNotExist(err) {
+				return CopyStats{}, codederr.Errorf(codes.NotFound, err, "parent of copy destination %s", dst)
+			}
+			return CopyStats{}, sysError("create", work, err)
+		}
+	case err != nil:
+		return CopyStats{}, sysError("lstat", dst, err)
+	case lst.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return CopyStats{}, codederr.Errorf(codes.AlreadyExists, nil, "copy destination %s exists and is not a directory", dst)
 	}
-	dfd, err := openRoot(dst)
+	dfd, err := openRoot(work)
 	if err != nil {
 		if !created && (errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR)) {
 			return CopyStats{}, codederr.Errorf(codes.AlreadyExists, err, "copy destination %s exists and is not a directory", dst)
 		}
-		return CopyStats{}, sysError("open", dst, err)
+		return CopyStats{}, sysError("open", work, err)
 	}
-	c := &copier{walker: newWalker(ctx), opts: opts, left: opts.MaxBytes}
+	var dst0 unix.Stat_t
+	if err := unix.Fstat(dfd, &dst0); err != nil {
+		unix.Close(dfd)
+		return CopyStats{}, sysError("stat", dst, err)
+	}
+	c := &copier{walker: newWalker(ctx), opts: opts, left: opts.MaxBytes, dstDev: dst0.Dev, dstIno: dst0.Ino}
 	if c.left == 0 {
 		c.left = math.MaxInt64
 	}
@@ -87,13 +113,22 @@ func copyTree(ctx context.Context, src, dst string, opts CopyOptions) (CopyStats
 			return CopyStats{}, sysError("prepare", dst, err)
 		}
 	}
-	err = c.copyDir(sfd, dfd, src, dst)
+	err = c.copyDir(sfd, dfd, src, work)
 	if err == nil {
 		var st unix.Stat_t
 		if err = unix.Fstat(sfd, &st); err != nil {
 			err = sysError("stat", src, err)
 		} else {
-			err = c.setAttrs(dfd, "", &st, dst)
+			err = c.setAttrs(dfd, "", &st, work)
+		}
+	}
+	if err == nil && created {
+		// RENAME_NOREPLACE: a dst made by someone else meanwhile stays.
+		err = unix.Renameat2(unix.AT_FDCWD, work, unix.AT_FDCWD, dst, unix.RENAME_NOREPLACE)
+		if errors.Is(err, unix.EEXIST) {
+			err = codederr.Errorf(codes.AlreadyExists, err, "copy destination %s was created by someone else during the copy", dst)
+		} else if err != nil {
+			err = sysError("rename into place", dst, err)
 		}
 	}
 	if err == nil {
@@ -104,10 +139,10 @@ func copyTree(ctx context.Context, src, dst string, opts CopyOptions) (CopyStats
 	// Undo: remove what was made, with a context of its own so a cancelled
 	// copy still cleans up.
 	clean := newWalker(context.WithoutCancel(ctx))
-	cerr := clean.removeContents(dfd, dst)
+	cerr := clean.removeContents(dfd, work)
 	unix.Close(dfd)
 	if cerr == nil && created {
-		if rerr := unix.Rmdir(dst); rerr != nil && !isNotExist(rerr) {
+		if rerr := unix.Rmdir(work); rerr != nil && !isNotExist(rerr) {
 			cerr = rerr
 		}
 	}
@@ -166,6 +201,9 @@ func (c *copier) copyEntry(sfd, dfd int, name, sp, dp string) error {
 	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
+		if st.Dev == c.dstDev && st.Ino == c.dstIno {
+			return codederr.Errorf(codes.InvalidArgument, nil, "copy: the destination %s is inside the source", sp)
+		}
 		fd, err := unix.Openat(pfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			return sysError("open", sp, err)
@@ -222,85 +260,90 @@ func (c *copier) copyFile(pfd int, st *unix.Stat_t, dfd int, name, sp, dp string
 		return sysError("open", sp, err)
 	}
 	defer unix.Close(in)
-	var ist unix.Stat_t
-	if err := unix.Fstat(in, &ist); err != nil {
-		return sysError("stat", sp, err)
-	}
-	if ist.Dev != st.Dev || ist.Ino != st.Ino {
-		return codederr.Errorf(codes.Internal, nil, "copy %s: reopened a different file", sp)
-	}
 	out, err := unix.Openat(dfd, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return sysError("create", dp, err)
 	}
 	defer unix.Close(out)
-	if err := c.copyData(in, out, sp, dp); err != nil {
+	end, err := c.copyData(in, out, st, sp, dp)
+	if err != nil {
 		return err
 	}
-	// The size (a trailing hole included) as the file is now.
-	if err := unix.Fstat(in, &ist); err != nil {
-		return sysError("stat", sp, err)
-	}
-	if err := unix.Ftruncate(out, ist.Size); err != nil {
-		return sysError("truncate", dp, err)
+	// A trailing hole: set the size (as it was when the copy began).
+	if end < st.Size {
+		if err := unix.Ftruncate(out, st.Size); err != nil {
+			return sysError("truncate", dp, err)
+		}
 	}
 	c.stats.Files++
 	return c.setAttrs(out, "", st, dp)
 }
 
-// copyData copies the data extents of in to the same offsets of out,
-// leaving holes unwritten, within the byte budget.
-func (c *copier) copyData(in, out int, sp, dp string) error {
-	var off int64
+// copyData copies the data extents of in (with stat st, taken when the
+// copy of this file began) to the same offsets of out, leaving holes
+// unwritten, within the byte budget. It returns the end of the last data
+// written. A file with as many blocks as bytes has no holes and is copied
+// in one go, without asking for its extents.
+func (c *copier) copyData(in, out int, st *unix.Stat_t, sp, dp string) (int64, error) {
+	if st.Blocks*512 >= st.Size {
+		return c.copyRange(in, out, 0, st.Size, sp, dp)
+	}
+	var off, written int64
 	for {
 		data, err := unix.Seek(in, off, unix.SEEK_DATA)
 		if errors.Is(err, unix.ENXIO) {
-			return nil // no data after off
+			return written, nil // no data after off
 		}
 		var end int64
 		if err != nil {
 			// No SEEK_DATA support: everything up to the size is data.
-			var st unix.Stat_t
-			if err := unix.Fstat(in, &st); err != nil {
-				return sysError("stat", sp, err)
-			}
 			data, end = off, st.Size
 		} else if end, err = unix.Seek(in, data, unix.SEEK_HOLE); err != nil {
-			return sysError("seek", sp, err)
+			return written, sysError("seek", sp, err)
 		}
 		if end <= data {
-			return nil
+			return written, nil
 		}
-		for data < end {
-			if err := c.ctx.Err(); err != nil {
-				return codederr.FromContext(err, "copy stopped at %s", sp)
-			}
-			n := min(end-data, copyChunk)
-			if n > c.left {
-				return codederr.Errorf(codes.OutOfRange, nil,
-					"copy %s: the tree holds more than the %d bytes allowed: give the destination a larger capacity",
-					sp, c.opts.MaxBytes)
-			}
-			done, err := c.move(in, out, data, n)
-			if err != nil {
-				return sysError("copy data to", dp, err)
-			}
-			if done == 0 {
-				return nil // the file shrank meanwhile
-			}
-			data += done
-			c.left -= done
-			c.stats.Bytes += done
+		if written, err = c.copyRange(in, out, data, end, sp, dp); err != nil || written < end {
+			return written, err // an error, or the file shrank meanwhile
 		}
 		off = end
 	}
 }
 
+// copyRange copies [data, end) of in to out within the byte budget and
+// returns where it stopped (before end if the file shrank meanwhile).
+func (c *copier) copyRange(in, out int, data, end int64, sp, dp string) (int64, error) {
+	for data < end {
+		if err := c.ctx.Err(); err != nil {
+			return data, codederr.FromContext(err, "copy stopped at %s", sp)
+		}
+		n := min(end-data, copyChunk)
+		if n > c.left {
+			return data, codederr.Errorf(codes.OutOfRange, nil,
+				"copy %s: the tree holds more than the %d bytes allowed: give the destination a larger capacity",
+				sp, c.opts.MaxBytes)
+		}
+		done, err := c.move(in, out, data, n)
+		if err != nil {
+			return data, sysError("copy data to", dp, err)
+		}
+		if done == 0 {
+			return data, nil // the file shrank meanwhile
+		}
+		data += done
+		c.left -= done
+		c.stats.Bytes += done
+	}
+	return data, nil
+}
+
 // move copies n bytes at off from in to out, with copy_file_range (no
 // copies through user space, reflinks where the file system can) or with
-// pread and pwrite where the kernel cannot.
+// pread and pwrite for small ranges (two cheap calls beat the splice
+// set-up) and where the kernel cannot.
 func (c *copier) move(in, out int, off, n int64) (int64, error) {
-	if !c.noCFR {
+	if !c.noCFR && n > smallCopy {
 		roff, woff := off, off
 		done, err := unix.CopyFileRange(in, &roff, out, &woff, int(n), 0)
 		switch {
@@ -367,4 +410,10 @@ func (c *copier) setAttrs(fd int, name string, st *unix.Stat_t, path string) err
 		return sysError("set times of", path, err)
 	}
 	return nil
+}
+
+// partialPath is where Copy builds a new dst before renaming it into
+// place: a hidden sibling.
+func partialPath(dst string) string {
+	return filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".fstree-partial")
 }

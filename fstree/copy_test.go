@@ -145,6 +145,7 @@ func TestCopyBudget(t *testing.T) {
 	_, err := fstree.Copy(ctx, src, dst, fstree.CopyOptions{MaxBytes: 250 << 10})
 	wantCode(t, err, codes.OutOfRange)
 	wantMissing(t, dst)
+	wantMissing(t, filepath.Join(d, ".dst.fstree-partial"))
 
 	// A destination that existed (empty) stays, and stays empty.
 	if err := os.Mkdir(dst, 0o750); err != nil {
@@ -175,6 +176,9 @@ func TestCopyDiskFull(t *testing.T) {
 	_, err := fstree.Copy(ctx, src, dst, fstree.CopyOptions{})
 	wantCode(t, err, codes.ResourceExhausted)
 	wantMissing(t, dst)
+	if ents, err := os.ReadDir(full); err != nil || len(ents) != 0 {
+		t.Errorf("leftovers on the full file system: %v, %v", ents, err)
+	}
 	var sfs unix.Statfs_t
 	if err := unix.Statfs(full, &sfs); err != nil {
 		t.Fatal(err)
@@ -253,9 +257,16 @@ func TestCopyErrors(t *testing.T) {
 			wantCode(t, err, c.want)
 		})
 	}
+	// A destination inside the source is not copied into itself, and the
+	// source keeps what it had.
+	_, err := fstree.Copy(ctx, d, filepath.Join(d, "inside"), fstree.CopyOptions{})
+	wantCode(t, err, codes.InvalidArgument)
+	wantMissing(t, filepath.Join(d, "inside"))
+	wantContent(t, filepath.Join(d, "file"), "x")
+
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	_, err := fstree.Copy(cctx, d, filepath.Join(d, "cancelled"), fstree.CopyOptions{})
+	_, err = fstree.Copy(cctx, d, filepath.Join(d, "cancelled"), fstree.CopyOptions{})
 	wantCode(t, err, codes.Canceled)
 }
 

@@ -25,7 +25,9 @@
 //     data bytes written (holes are free and stay holes), exceeding it gives
 //     codes.OutOfRange (the CSI spec's code for a volume smaller than its
 //     source), running out of space codes.ResourceExhausted; on any error
-//     what Copy made at the destination is removed again.
+//     what Copy made at the destination is removed again, and a new
+//     destination is built under a hidden sibling name and renamed into
+//     place when complete, so not even a SIGKILL leaves a half copy there.
 //   - Long walks honour ctx: a cancelled context ends them with
 //     codes.Canceled or codes.DeadlineExceeded.
 //   - Errors carry gRPC codes (a GRPCStatus method) and unwrap to their

@@ -81,3 +81,57 @@ func ExampleCopy_budget() {
 	// OutOfRange
 	// left behind: false
 }
+
+// Remove deletes a volume's tree; a symlink in it is removed as a link,
+// never followed, so what it points to stays.
+func ExampleRemove() {
+	ctx := context.Background()
+	state, err := os.MkdirTemp("", "volumes")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(state)
+	host := filepath.Join(state, "host-file")
+	if err := os.WriteFile(host, []byte("keep"), 0o600); err != nil {
+		log.Fatal(err)
+	}
+	vol := filepath.Join(state, "vol-1")
+	if err := os.MkdirAll(filepath.Join(vol, "a", "b"), 0o750); err != nil {
+		log.Fatal(err)
+	}
+	if err := os.Symlink(host, filepath.Join(vol, "a", "b", "escape")); err != nil {
+		log.Fatal(err)
+	}
+	if err := fstree.Remove(ctx, vol, fstree.RemoveOptions{}); err != nil {
+		log.Fatal(err) // FailedPrecondition naming it when a mount is below
+	}
+	_, err = os.Stat(vol)
+	fmt.Println("volume removed:", os.IsNotExist(err))
+	b, _ := os.ReadFile(host)
+	fmt.Println("host file:", string(b))
+	// Output:
+	// volume removed: true
+	// host file: keep
+}
+
+// Usage counts allocated blocks, so a sparse file's hole is free.
+func ExampleUsage() {
+	ctx := context.Background()
+	vol, err := os.MkdirTemp("", "vol")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(vol)
+	if err := os.WriteFile(filepath.Join(vol, "sparse"), nil, 0o600); err != nil {
+		log.Fatal(err)
+	}
+	if err := os.Truncate(filepath.Join(vol, "sparse"), 1<<30); err != nil {
+		log.Fatal(err)
+	}
+	u, err := fstree.Usage(ctx, vol)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("inodes:", u.Inodes, "under 1 MiB:", u.Bytes < 1<<20)
+	// Output: inodes: 2 under 1 MiB: true
+}

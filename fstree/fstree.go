@@ -89,12 +89,21 @@ func Remove(ctx context.Context, dir string, opts RemoveOptions) error {
 // (ACLs, SELinux labels) and copies each hard link as a file of its own.
 // Device nodes follow opts.CopyDevices; FIFOs and sockets are re-created.
 //
-// A mount point below src gives codes.FailedPrecondition naming it; a
+// A mount point below src gives codes.FailedPrecondition naming it; a dst
+// inside src codes.InvalidArgument; a
 // tree over opts.MaxBytes codes.OutOfRange; a full destination
 // codes.ResourceExhausted; a missing src codes.NotFound; a dst that exists
 // and is not an empty directory codes.AlreadyExists. On every error,
 // whatever Copy created below dst is removed (and dst too if Copy created
 // it), so a retry starts clean.
+//
+// A dst that does not exist is built under a hidden sibling name
+// (".<name>.fstree-partial") and renamed into place (RENAME_NOREPLACE) once
+// complete, so even a process killed mid-copy never leaves a partial dst;
+// the next Copy to that dst removes the sibling first. An existing empty
+// dst is filled in place, where a crash can leave a partial copy (Remove
+// with KeepRoot clears it). Calls for one dst must be serialized by the
+// caller (a per-volume lock does it).
 //
 // While Copy runs, dst is mode 0700 and every directory in it is too, so
 // no other user can reach the half-made copy; each gets its real mode once

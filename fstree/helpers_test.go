@@ -79,14 +79,13 @@ func wantMissing(t testing.TB, p string) {
 
 // entry is what the tree comparison looks at for one path.
 type entry struct {
-	mode      os.FileMode
-	uid, gid  uint32
-	mtime     int64
-	size      int64
-	rdev      uint64
-	content   string // regular files
-	linkDest  string // symlinks
-	dataBytes int64
+	mode     os.FileMode
+	uid, gid uint32
+	mtime    int64
+	size     int64
+	rdev     uint64
+	content  string // regular files
+	linkDest string // symlinks
 }
 
 // snapshot describes a tree without following symlinks (filepath.WalkDir

@@ -1,3 +1,5 @@
+//go:build linux
+
 package fstree_test
 
 import (
@@ -6,4 +8,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if copyChild() { // a child process of TestCopyKilledMidway
+		return
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// childEnv names src and dst for a child process that copies and exits.
+const childEnv = "FSTREE_TEST_COPY_CHILD"

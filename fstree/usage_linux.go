@@ -70,15 +70,22 @@ func (u *usageWalk) dir(fd int, path string) error {
 			return err
 		}
 		if e.typ != unix.DT_DIR && e.typ != unix.DT_UNKNOWN {
-			var st unix.Stat_t
-			if err := unix.Fstatat(fd, e.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			// statx tells a file bind-mounted here (a mount root) apart.
+			var stx unix.Statx_t
+			err := unix.Statx(fd, e.name, unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_DONT_SYNC,
+				unix.STATX_TYPE|unix.STATX_INO|unix.STATX_NLINK|unix.STATX_BLOCKS, &stx)
+			if err != nil {
 				if isNotExist(err) {
 					continue
 				}
 				return sysError("lstat", p, err)
 			}
-			if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-				u.add(&st)
+			if stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 && stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0 {
+				continue // a mount: not counted
+			}
+			if uint32(stx.Mode)&unix.S_IFMT != unix.S_IFDIR {
+				u.add(&unix.Stat_t{Dev: unix.Mkdev(stx.Dev_major, stx.Dev_minor), Ino: stx.Ino,
+					Nlink: uint64(stx.Nlink), Mode: uint32(stx.Mode), Blocks: int64(stx.Blocks)})
 				continue
 			}
 		}

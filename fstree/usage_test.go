@@ -36,6 +36,12 @@ func TestUsage(t *testing.T) {
 	f.Close()
 	mnt := tmpfs(t, filepath.Join(vol, "mnt"), "4m")
 	write(t, filepath.Join(mnt, "big"), strings.Repeat("m", 1<<20), 0o644)
+	// A file bind-mounted onto a file of the tree is not counted either.
+	write(t, filepath.Join(vol, "bound"), "", 0o644)
+	if err := unix.Mount(filepath.Join(mnt, "big"), filepath.Join(vol, "bound"), "", unix.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(filepath.Join(vol, "bound"), unix.MNT_DETACH) })
 
 	u, err := fstree.Usage(ctx, vol)
 	if err != nil {

@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
+
+	"github.com/csikit/csikit/internal/logctx"
 )
 
 // Options configures New. The zero value gives per-volume locks with the
@@ -32,7 +34,10 @@ type Options struct {
 	// make them exclude each other. Default: a new table.
 	Locks *LockTable
 	// Logger receives debug lines for conflicts and warnings for driver
-	// misbehaviour (never request contents or secrets). Default: discard.
+	// misbehaviour (never request contents or secrets). Lines logged
+	// during a call carry its request ID and method (see
+	// csi/logging.FromContext); a nil Logger means the call's logger, and
+	// discards outside a call.
 	Logger *slog.Logger
 }
 
@@ -57,8 +62,10 @@ func (o Options) withDefaults() Options {
 	if o.Locks == nil {
 		o.Locks = NewLockTable()
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+	var base slog.Handler // nil: the call's logger
+	if o.Logger != nil {
+		base = o.Logger.Handler()
 	}
+	o.Logger = slog.New(logctx.NewHandler(base))
 	return o
 }

@@ -164,7 +164,7 @@ func BenchmarkBindUnmount(b *testing.B) {
 	b.Run("csikit.Publish+Unpublish", func(b *testing.B) {
 		m := mount.New(mount.Options{})
 		for b.Loop() {
-			if err := m.Publish(ctx, mount.PublishOptions{Source: src, Target: target}); err != nil {
+			if err := m.Publish(ctx, mount.PublishOptions{Source: src, Target: target, AllowUnmountedSource: true}); err != nil {
 				b.Fatal(err)
 			}
 			if err := m.Unpublish(ctx, target, mount.UnmountOptions{}); err != nil {
@@ -175,7 +175,7 @@ func BenchmarkBindUnmount(b *testing.B) {
 	b.Run("csikit.Publish+Unpublish/readonly", func(b *testing.B) {
 		m := mount.New(mount.Options{})
 		for b.Loop() {
-			if err := m.Publish(ctx, mount.PublishOptions{Source: src, Target: target, ReadOnly: true}); err != nil {
+			if err := m.Publish(ctx, mount.PublishOptions{Source: src, Target: target, ReadOnly: true, AllowUnmountedSource: true}); err != nil {
 				b.Fatal(err)
 			}
 			if err := m.Unpublish(ctx, target, mount.UnmountOptions{}); err != nil {

@@ -11,6 +11,21 @@
 //
 //   - Paths are checked before anything is touched: absolute and clean, or
 //     codes.InvalidArgument. Commands run with argv, never through a shell.
+//   - No symlink in a target, staging or source path is ever followed, in a
+//     parent or as the last component: paths are opened component by
+//     component with O_NOFOLLOW (missing directories made with mkdirat
+//     beside them), and mount(2) is given the descriptors found
+//     (/proc/self/fd/N), so a mount lands exactly where the CO meant. A
+//     symlink is refused with codes.FailedPrecondition naming it
+//     (FailedPrecondition rather than InvalidArgument: the request is well
+//     formed, the node's file system is not in the state it needs). A
+//     kubelet root directory reached through a symlink must be configured
+//     by its real path.
+//   - Publish binds only a staging path that is a mount point (and, with
+//     PublishOptions.SourceDevice, a mount of that device), else
+//     codes.FailedPrecondition: an unstaged volume would expose the node's
+//     disk. Drivers publishing plain directories of their own say so with
+//     PublishOptions.AllowUnmountedSource.
 //   - A device is formatted only when blkid finds nothing on it. A device
 //     holding another file system, a partition table, or a blank device
 //     staged read-only, is refused with codes.FailedPrecondition. An existing
@@ -18,11 +33,26 @@
 //     mount; errors fsck cannot correct refuse the stage the same way.
 //   - Every operation is idempotent: a retry that finds the result in place
 //     succeeds; a target holding something else gives codes.AlreadyExists
-//     and is left as it is. Mounts are never stacked: calls on one target
-//     are serialized inside a Mounter and the target is checked first.
-//   - Nothing is ever removed recursively. Unpublish removes the target with
-//     os.Remove after unmounting, so only a file or an empty directory can
-//     go; a path that might still be a mount keeps its contents.
+//     and is left as it is. "The result" means the same file system by
+//     identity, not by name — the device number for a block device (from
+//     mountinfo, or the mount's source device for btrfs-like file systems),
+//     the same directory (device and inode) for a bind, and for a
+//     file system without a device (tmpfs, nfs) the source name plus the
+//     mount ID this Mounter recorded when it staged it — the same file
+//     system type, and the same per-mount flags (ro, nosuid, nodev, noexec,
+//     noatime, nodiratime; for file systems mounted through a helper only
+//     the requested ones, as helpers add their own). File-system options
+//     (size=, discard, ...) are not compared: the kernel rewrites them. After
+//     a restart a Mounter has no record of a device-less mount and accepts
+//     one with the same source name, type and flags: give each such volume
+//     a distinct source name (tmpfs takes any, e.g. the volume ID) when
+//     that matters. Mounts are never stacked: calls on one target are
+//     serialized inside a Mounter and the target is checked first.
+//   - Nothing is ever removed recursively. After unmounting, Unpublish
+//     removes only what a publish creates: an empty directory or an empty
+//     regular file (a block volume's target). A directory holding files, a
+//     file holding data, a symlink or any other file type is left in place
+//     with codes.FailedPrecondition.
 //   - Corrupt mounts (ENOTCONN after a FUSE server died, ESTALE, EIO) are
 //     unmounted by Unpublish and Unstage and replaced by Stage and Publish.
 //   - Bind, remount, tmpfs and block-device mounts and all unmounts use the

@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"sync"
 	"time"
+
+	"github.com/csikit/csikit/internal/logctx"
 )
 
 // Runner runs an external command with argv semantics (no shell) and returns
@@ -78,7 +80,10 @@ type Options struct {
 	Runner Runner
 	// Logger receives one line per state change (format, mount, unmount,
 	// cleanup of a corrupt mount). Mount options marked sensitive are
-	// never logged. Default: discard.
+	// never logged. During a call served by csikit (see
+	// csi/logging.FromContext), each line carries the call's request ID
+	// and method, and a nil Logger means the call's logger; outside a
+	// call, nil discards.
 	Logger *slog.Logger
 }
 
@@ -91,6 +96,35 @@ type Mounter struct {
 
 	mu    sync.Mutex
 	locks map[string]*targetLock
+	// staged holds the mount ID of each file system without a device node
+	// (tmpfs, nfs, ...) this Mounter staged, by target, so a repeated Stage
+	// can tell its own mount from another one of the same source name
+	// (device numbers of such file systems are reused at once). It lives
+	// as long as the Mounter.
+	staged map[string]uint64
+}
+
+// remember records the mount ID of the device-less file system staged at
+// target.
+func (m *Mounter) remember(target string, dev uint64) {
+	m.mu.Lock()
+	m.staged[target] = dev
+	m.mu.Unlock()
+}
+
+// forget drops the record of target (it was unstaged).
+func (m *Mounter) forget(target string) {
+	m.mu.Lock()
+	delete(m.staged, target)
+	m.mu.Unlock()
+}
+
+// recorded returns the mount ID remembered for target.
+func (m *Mounter) recorded(target string) (uint64, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	dev, ok := m.staged[target]
+	return dev, ok
 }
 
 type targetLock struct {
@@ -100,13 +134,15 @@ type targetLock struct {
 
 // New returns a Mounter configured by opts.
 func New(opts Options) *Mounter {
-	m := &Mounter{run: opts.Runner, log: opts.Logger, locks: map[string]*targetLock{}}
+	m := &Mounter{run: opts.Runner, locks: map[string]*targetLock{}, staged: map[string]uint64{}}
 	if m.run == nil {
 		m.run = ExecRunner()
 	}
-	if m.log == nil {
-		m.log = slog.New(slog.DiscardHandler)
+	var base slog.Handler // nil: the call's logger
+	if opts.Logger != nil {
+		base = opts.Logger.Handler()
 	}
+	m.log = slog.New(logctx.NewHandler(base))
 	return m
 }
 

@@ -29,10 +29,22 @@ type StageOptions struct {
 // PublishOptions describes a NodePublishVolume mount: Source bound onto
 // Target.
 type PublishOptions struct {
-	// Source is the directory to publish, usually the staging path.
+	// Source is the directory to publish, usually the staging path. It
+	// must be a mount point unless AllowUnmountedSource is set.
 	Source string
+	// SourceDevice, when set, is the block device that must be mounted at
+	// Source (compared by device number): Publish refuses with
+	// codes.FailedPrecondition when Source holds anything else.
+	SourceDevice string
+	// AllowUnmountedSource lets Source be a plain directory rather than a
+	// mount point: a directory-backed volume the driver keeps on its own
+	// file system (hostpath-style). Without it, a Source that is not a
+	// mount point — a staging path whose stage failed or was undone — is
+	// refused with codes.FailedPrecondition, because the pod would write
+	// to the node's disk.
+	AllowUnmountedSource bool
 	// Target is the directory the volume appears at; it is created (with
-	// missing parents) when missing.
+	// missing parents) when missing. No component of it may be a symlink.
 	Target string
 	// ReadOnly makes the bind mount read-only.
 	ReadOnly bool

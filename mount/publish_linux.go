@@ -5,8 +5,6 @@ package mount
 import (
 	"context"
 	"errors"
-	"io/fs"
-	"os"
 
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
@@ -18,10 +16,24 @@ import (
 // with the mount syscall; no helper program runs and the mount table is
 // never read.
 //
-// It is idempotent: a retry that finds Source already bound at Target with
-// the same read-only setting returns nil. A target mounted from anything
-// else, or with the other read-only setting, gives codes.AlreadyExists and
-// is left alone; a second mount is never stacked. A corrupt mount at the
+// Neither path may contain a symlink, in a parent or as the last component:
+// both are opened component by component with O_NOFOLLOW, and the bind is
+// made between the descriptors found (through /proc/self/fd), so it lands
+// exactly at the directory the CO named. A symlink gives
+// codes.FailedPrecondition naming it.
+//
+// Source must be a mount point — the staging path of a staged volume — and,
+// when opts.SourceDevice is set, a mount of that device; otherwise Publish
+// refuses with codes.FailedPrecondition (a volume whose stage failed or was
+// undone would otherwise expose the node's own disk to the pod). A driver
+// publishing a plain directory of its own sets opts.AllowUnmountedSource.
+//
+// It is idempotent: a retry that finds Source's file system bound at
+// Target (the same directory: device and inode number) with the same
+// per-mount flags (ro, nosuid, nodev, noexec, noatime, nodiratime: those of
+// the source mount plus the requested ones) returns nil. A target mounted
+// from anything else, or with other flags, gives codes.AlreadyExists and is
+// left alone; a second mount is never stacked. A corrupt mount at the
 // target is unmounted and replaced. A missing Source gives
 // codes.FailedPrecondition (the volume is not staged), a target that is not
 // a directory codes.FailedPrecondition.
@@ -31,6 +43,11 @@ func (m *Mounter) Publish(ctx context.Context, o PublishOptions) error {
 	}
 	if err := checkPath("target", o.Target); err != nil {
 		return err
+	}
+	if o.SourceDevice != "" {
+		if err := checkPath("source device", o.SourceDevice); err != nil {
+			return err
+		}
 	}
 	opts, err := parseOptions(o.MountFlags)
 	if err != nil {
@@ -43,48 +60,71 @@ func (m *Mounter) Publish(ctx context.Context, o PublishOptions) error {
 	if o.ReadOnly {
 		opts.flags |= unix.MS_RDONLY
 	}
-	var src unix.Stat_t
-	if err := unix.Stat(o.Source, &src); err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return errorf(codes.FailedPrecondition, err, "source %s does not exist: stage the volume first", o.Source)
-		}
-		return errorf(codes.Internal, err, "stat source %s", o.Source)
-	}
-	if src.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return errorf(codes.InvalidArgument, nil, "source %s is not a directory", o.Source)
-	}
 	if err := ctx.Err(); err != nil {
 		return ctxError(err, "publish %s", o.Target)
 	}
 	defer m.lock(o.Target)()
 
-	mounted, err := m.probeTarget(ctx, o.Target)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		if err := os.MkdirAll(o.Target, 0o750); err != nil {
-			return errorf(codes.Internal, err, "create target %s", o.Target)
-		}
-	case err != nil:
-		return err
-	case mounted:
-		return checkPublished(o, &src)
-	default:
-		if err := checkIsDir(o.Target); err != nil {
-			return err
-		}
+	sfd, err := openPath("source", o.Source, false)
+	if errors.Is(err, unix.ENOENT) {
+		return errorf(codes.FailedPrecondition, err, "source %s does not exist: stage the volume first", o.Source)
 	}
-	if err := unix.Mount(o.Source, o.Target, "", unix.MS_BIND, ""); err != nil {
+	if err != nil {
+		return err
+	}
+	defer unix.Close(sfd)
+	var src unix.Stat_t
+	if err := unix.Fstat(sfd, &src); err != nil {
+		return errorf(codes.Internal, err, "stat source %s", o.Source)
+	}
+	if src.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return errorf(codes.InvalidArgument, nil, "source %s is not a directory", o.Source)
+	}
+	if err := checkSource(sfd, &src, o); err != nil {
+		return err
+	}
+	var sfs unix.Statfs_t
+	if err := unix.Fstatfs(sfd, &sfs); err != nil {
+		return errorf(codes.Internal, err, "statfs source %s", o.Source)
+	}
+	// The flags the bind gets: the source mount's, plus the requested ones.
+	flags := statfsFlags(sfs.Flags) | opts.flags
+
+	// Refuse symlinks and create what is missing before looking further.
+	tfd, err := openPath("target", o.Target, true)
+	if err != nil {
+		return err
+	}
+	unix.Close(tfd)
+	mounted, err := m.probeTarget(ctx, o.Target)
+	if err != nil {
+		return err
+	}
+	if mounted {
+		return checkPublished(o, &src, msToST(flags))
+	}
+	// Open the target again (a corrupt mount may just have gone) and bind
+	// between the two descriptors.
+	tfd, err = openPath("target", o.Target, false)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(tfd)
+	var tst unix.Stat_t
+	if err := unix.Fstat(tfd, &tst); err != nil {
+		return errorf(codes.Internal, err, "stat target %s", o.Target)
+	}
+	if tst.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return errorf(codes.FailedPrecondition, nil, "target %s is not a directory", o.Target)
+	}
+	if err := unix.Mount(fdPath(sfd), fdPath(tfd), "", unix.MS_BIND, ""); err != nil {
 		return errorf(codes.Internal, err, "bind %s onto %s", o.Source, o.Target)
 	}
 	if opts.flags != 0 {
-		// A bind takes its flags only on remount. Keep the flags of the
-		// source mount (nosuid, nodev, ...) and add the requested ones.
-		var sfs unix.Statfs_t
-		err := unix.Statfs(o.Target, &sfs)
-		if err == nil {
-			flags := unix.MS_BIND | unix.MS_REMOUNT | statfsFlags(sfs.Flags) | opts.flags
-			err = unix.Mount("", o.Target, "", flags, "")
-		}
+		// A bind takes its flags only on remount, through the new mount
+		// (the old descriptor names the directory under it). Keep the flags
+		// of the source mount (nosuid, nodev, ...) and add the requested ones.
+		err := remountBind(o.Target, &src, flags)
 		if err != nil {
 			if uerr := unix.Unmount(o.Target, unix.UMOUNT_NOFOLLOW); uerr != nil {
 				m.log.ErrorContext(ctx, "undo bind after failed remount", "target", o.Target, "err", uerr)
@@ -97,10 +137,63 @@ func (m *Mounter) Publish(ctx context.Context, o PublishOptions) error {
 	return nil
 }
 
+// remountBind applies flags to the bind just made at target, after
+// checking that the mount found there is that bind.
+func remountBind(target string, src *unix.Stat_t, flags uintptr) error {
+	fd, err := openPath("target", target, false)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Dev != src.Dev || st.Ino != src.Ino {
+		return errors.New("the bind mount is not at the target after mounting")
+	}
+	return unix.Mount("", fdPath(fd), "", unix.MS_BIND|unix.MS_REMOUNT|flags, "")
+}
+
+// checkSource refuses a source that is not a mount point (unless
+// AllowUnmountedSource) or, with SourceDevice, not a mount of that device.
+func checkSource(sfd int, src *unix.Stat_t, o PublishOptions) error {
+	if o.AllowUnmountedSource && o.SourceDevice == "" {
+		return nil
+	}
+	mnt, err := isMountRootFd(sfd)
+	if err != nil {
+		return errorf(codes.Internal, err, "check mount at source %s", o.Source)
+	}
+	if !mnt {
+		return errorf(codes.FailedPrecondition, nil,
+			"source %s is not a mount point: the volume is not staged there (stage it first; a driver publishing a plain directory sets AllowUnmountedSource)", o.Source)
+	}
+	if o.SourceDevice == "" {
+		return nil
+	}
+	var dev unix.Stat_t
+	if err := unix.Stat(o.SourceDevice, &dev); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return errorf(codes.FailedPrecondition, err, "source device %s does not exist", o.SourceDevice)
+		}
+		return errorf(codes.Internal, err, "stat source device %s", o.SourceDevice)
+	}
+	if dev.Mode&unix.S_IFMT != unix.S_IFBLK {
+		return errorf(codes.InvalidArgument, nil, "source device %s is not a block device", o.SourceDevice)
+	}
+	if src.Dev != dev.Rdev {
+		return errorf(codes.FailedPrecondition, nil,
+			"source %s holds device %d:%d, not %s (%d:%d): the volume is not staged there",
+			o.Source, unix.Major(src.Dev), unix.Minor(src.Dev), o.SourceDevice, unix.Major(dev.Rdev), unix.Minor(dev.Rdev))
+	}
+	return nil
+}
+
 // checkPublished decides whether the mount at o.Target is the bind Publish
-// would have made: same directory (device and inode) and same read-only
-// setting.
-func checkPublished(o PublishOptions, src *unix.Stat_t) error {
+// would have made: same directory (device and inode) and the same per-mount
+// flags (want, as statfs reports them).
+func checkPublished(o PublishOptions, src *unix.Stat_t, want int64) error {
 	var st unix.Stat_t
 	if err := unix.Stat(o.Target, &st); err != nil {
 		return errorf(codes.Internal, err, "stat target %s", o.Target)
@@ -109,5 +202,5 @@ func checkPublished(o PublishOptions, src *unix.Stat_t) error {
 		return errorf(codes.AlreadyExists, nil,
 			"target %s is already mounted from something other than %s", o.Target, o.Source)
 	}
-	return checkReadOnly(o.Target, o.ReadOnly)
+	return checkFlags(o.Target, want, true)
 }

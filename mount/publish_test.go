@@ -29,7 +29,7 @@ func TestPublishBindSameFileSystem(t *testing.T) {
 	writeFile(t, filepath.Join(src, "data"), "precious")
 	cleanupMounts(t, target)
 
-	opts := mount.PublishOptions{Source: src, Target: target}
+	opts := mount.PublishOptions{Source: src, Target: target, AllowUnmountedSource: true}
 	for i := 0; i < 2; i++ {
 		if err := m.Publish(ctx, opts); err != nil {
 			t.Fatalf("Publish #%d: %v", i+1, err)
@@ -42,9 +42,9 @@ func TestPublishBindSameFileSystem(t *testing.T) {
 		t.Fatalf("IsMountPoint(source): got %t, %v, want false", got, err)
 	}
 	wantFile(t, filepath.Join(target, "data"), "precious")
-	wantCode(t, m.Publish(ctx, mount.PublishOptions{Source: src, Target: target, ReadOnly: true}), codes.AlreadyExists)
+	wantCode(t, m.Publish(ctx, mount.PublishOptions{Source: src, Target: target, ReadOnly: true, AllowUnmountedSource: true}), codes.AlreadyExists)
 	other := t.TempDir()
-	wantCode(t, m.Publish(ctx, mount.PublishOptions{Source: other, Target: target}), codes.AlreadyExists)
+	wantCode(t, m.Publish(ctx, mount.PublishOptions{Source: other, Target: target, AllowUnmountedSource: true}), codes.AlreadyExists)
 
 	for i := 0; i < 2; i++ {
 		if err := m.Unpublish(ctx, target, mount.UnmountOptions{}); err != nil {
@@ -108,7 +108,7 @@ func TestPublishBadInput(t *testing.T) {
 	wantCode(t, m.Publish(ctx, mount.PublishOptions{Source: src, Target: dir + "/t", MountFlags: []string{"size=1m"}}), codes.InvalidArgument)
 	wantCode(t, m.Publish(ctx, mount.PublishOptions{Source: filepath.Join(dir, "missing"), Target: dir + "/t"}), codes.FailedPrecondition)
 	wantCode(t, m.Publish(ctx, mount.PublishOptions{Source: file, Target: dir + "/t"}), codes.InvalidArgument)
-	wantCode(t, m.Publish(ctx, mount.PublishOptions{Source: src, Target: file}), codes.FailedPrecondition)
+	wantCode(t, m.Publish(ctx, mount.PublishOptions{Source: src, Target: file, AllowUnmountedSource: true}), codes.FailedPrecondition)
 	if mounted(file) {
 		t.Fatal("a file target got mounted")
 	}

@@ -30,9 +30,12 @@ var helperFSTypes = map[string]bool{
 // blank device first. It never formats a device that carries any file
 // system or partition table: if that is not opts.FSType it refuses with
 // codes.FailedPrecondition. It is idempotent: a retry finding the same
-// device mounted there with the same read-only setting returns nil; a
-// target mounted from another device, or read-only when it should not be,
-// gives codes.AlreadyExists. A corrupt mount at the target is unmounted and
+// device (see checkStaged: by device number, or for file systems without
+// one by source name and the mount ID this Mounter recorded) mounted there
+// as the same file system type with the same per-mount flags and read-only
+// setting returns nil; anything else at the target gives
+// codes.AlreadyExists. A symlink in the target path gives
+// codes.FailedPrecondition. A corrupt mount at the target is unmounted and
 // replaced. A missing device gives codes.NotFound.
 func (m *Mounter) Stage(ctx context.Context, o StageOptions) error {
 	if o.FSType == "" {
@@ -66,7 +69,13 @@ func (m *Mounter) Stage(ctx context.Context, o StageOptions) error {
 		defer m.lock("device:" + o.Device)()
 	}
 
-	done, err := m.checkStaged(ctx, o, isBlock, rdev)
+	// Refuse a symlink in the target path, and create what is missing.
+	tfd, err := openPath("staging target", o.Target, true)
+	if err != nil {
+		return err
+	}
+	unix.Close(tfd)
+	done, err := m.checkStaged(ctx, o, opts, isBlock, rdev)
 	if done || err != nil {
 		return err
 	}
@@ -76,14 +85,27 @@ func (m *Mounter) Stage(ctx context.Context, o StageOptions) error {
 		}
 	}
 	if needsHelper(o.FSType) {
-		return m.helperMount(ctx, o)
+		if err := m.helperMount(ctx, o); err != nil {
+			return err
+		}
+		return m.rememberStaged(o.Target, isBlock)
 	}
-	if err := unix.Mount(o.Device, o.Target, o.FSType, opts.flags, opts.dataString()); err != nil {
+	// Mount onto the directory found without following symlinks.
+	tfd, err = openPath("staging target", o.Target, false)
+	if err != nil {
+		return err
+	}
+	err = unix.Mount(o.Device, fdPath(tfd), o.FSType, opts.flags, opts.dataString())
+	unix.Close(tfd)
+	if err != nil {
 		code := codes.Internal
 		if errors.Is(err, unix.ENODEV) {
 			code = codes.InvalidArgument
 		}
 		return errorf(code, err, "mount %s (%s) at %s", o.Device, o.FSType, o.Target)
+	}
+	if err := m.rememberStaged(o.Target, isBlock); err != nil {
+		return err
 	}
 	m.log.InfoContext(ctx, "staged", "device", o.Device, "target", o.Target, "fstype", o.FSType,
 		"options", o.MountFlags, "readOnly", o.ReadOnly)
@@ -114,8 +136,11 @@ func inspectDevice(dev string) (isBlock bool, rdev uint64, err error) {
 }
 
 // checkStaged looks at what is at the target already. done is true when the
-// volume is staged there as asked.
-func (m *Mounter) checkStaged(ctx context.Context, o StageOptions, isBlock bool, rdev uint64) (done bool, err error) {
+// volume is staged there as asked: the same device (by device number for
+// a block device; for a file system without one, by source name, and by
+// the st_dev this Mounter recorded when it staged it, if it did), the same
+// file system type, and the same per-mount flags and read-only setting.
+func (m *Mounter) checkStaged(ctx context.Context, o StageOptions, opts parsedOptions, isBlock bool, rdev uint64) (done bool, err error) {
 	mounted, err := m.probeTarget(ctx, o.Target)
 	if errors.Is(err, fs.ErrNotExist) {
 		if err := os.MkdirAll(o.Target, 0o750); err != nil {
@@ -129,27 +154,75 @@ func (m *Mounter) checkStaged(ctx context.Context, o StageOptions, isBlock bool,
 	if !mounted {
 		return false, checkIsDir(o.Target)
 	}
-	same := false
+	mi, err := topMount(o.Target)
+	if err != nil {
+		return false, errorf(codes.Internal, err, "look up mount at %s", o.Target)
+	}
+	id, err := mountID(o.Target)
+	if err != nil {
+		return false, errorf(codes.Internal, err, "statx %s", o.Target)
+	}
+	same := fsTypeMatches(o.FSType, mi.FsType)
 	if isBlock {
-		var stx unix.Statx_t
-		if err := unix.Statx(unix.AT_FDCWD, o.Target, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_TYPE, &stx); err != nil {
-			return false, errorf(codes.Internal, err, "statx %s", o.Target)
+		dev := unix.Mkdev(uint32(mi.Major), uint32(mi.Minor))
+		if dev != rdev {
+			// Some file systems (btrfs) report an anonymous device number;
+			// the mount's source then names the device.
+			var src unix.Stat_t
+			same = same && strings.HasPrefix(mi.Source, "/") && unix.Stat(mi.Source, &src) == nil &&
+				src.Mode&unix.S_IFMT == unix.S_IFBLK && src.Rdev == rdev
 		}
-		same = stx.Dev_major == unix.Major(rdev) && stx.Dev_minor == unix.Minor(rdev)
 	} else {
-		// No device number to compare: look the mount up. Only network and
-		// pseudo file systems take this path, and only when already mounted.
-		mi, err := topMount(o.Target)
-		if err != nil {
-			return false, errorf(codes.Internal, err, "look up mount at %s", o.Target)
+		same = same && mi.Source == o.Device
+		if rec, ok := m.recorded(o.Target); ok && rec != id {
+			same = false // another mount of the same name replaced ours
 		}
-		same = mi.Source == o.Device && mi.FsType == o.FSType
 	}
 	if !same {
 		return false, errorf(codes.AlreadyExists, nil,
-			"staging target %s is already mounted from something other than %s", o.Target, o.Device)
+			"staging target %s is already mounted from %s (%s, device %d:%d), not from %s (%s)",
+			o.Target, mi.Source, mi.FsType, mi.Major, mi.Minor, o.Device, o.FSType)
 	}
-	return true, checkReadOnly(o.Target, o.ReadOnly)
+	if err := checkFlags(o.Target, msToST(opts.flags), !needsHelper(o.FSType)); err != nil {
+		return false, err
+	}
+	if !isBlock {
+		m.remember(o.Target, id)
+	}
+	return true, nil
+}
+
+// rememberStaged records the mount ID of a device-less file system just
+// staged at target.
+func (m *Mounter) rememberStaged(target string, isBlock bool) error {
+	if isBlock {
+		return nil
+	}
+	id, err := mountID(target)
+	if err != nil {
+		return errorf(codes.Internal, err, "statx %s", target)
+	}
+	m.remember(target, id)
+	return nil
+}
+
+// mountID returns the ID of the mount at path: the 64-bit ID that is never
+// reused (Linux 6.8+), else the classic one (reused once freed, so a
+// replacement is seen only while the old ID is still taken).
+func mountID(path string) (uint64, error) {
+	var stx unix.Statx_t
+	err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_DONT_SYNC,
+		unix.STATX_MNT_ID_UNIQUE|unix.STATX_MNT_ID, &stx)
+	if err != nil {
+		return 0, err
+	}
+	return stx.Mnt_id, nil
+}
+
+// fsTypeMatches reports whether the type mountinfo shows is the one asked
+// for; "nfs" may come out as "nfs4".
+func fsTypeMatches(want, have string) bool {
+	return want == have || want == "nfs" && have == "nfs4"
 }
 
 func checkIsDir(p string) error {
@@ -159,18 +232,6 @@ func checkIsDir(p string) error {
 	}
 	if !fi.IsDir() {
 		return errorf(codes.FailedPrecondition, nil, "target %s is a %s, want a directory", p, fi.Mode().Type())
-	}
-	return nil
-}
-
-func checkReadOnly(target string, want bool) error {
-	var sfs unix.Statfs_t
-	if err := unix.Statfs(target, &sfs); err != nil {
-		return errorf(codes.Internal, err, "statfs %s", target)
-	}
-	if ro := sfs.Flags&unix.ST_RDONLY != 0; ro != want {
-		return errorf(codes.AlreadyExists, nil,
-			"%s is already mounted with read-only=%t, want read-only=%t", target, ro, want)
 	}
 	return nil
 }

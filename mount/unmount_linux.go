@@ -5,9 +5,10 @@ package mount
 import (
 	"context"
 	"errors"
-	"github.com/csikit/csikit/internal/mountpoint"
 	"io/fs"
-	"os"
+	"path/filepath"
+
+	"github.com/csikit/csikit/internal/mountpoint"
 
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
@@ -18,45 +19,113 @@ import (
 const maxStacked = 16
 
 // Unpublish unmounts target (every mount stacked there) and then removes
-// the target with os.Remove, which deletes only a file or an empty
-// directory: contents of a path that might still be a mount are never
-// deleted, and nothing is ever removed recursively. A target that does not
+// what Publish (or block.EnsureBlock) would have created there: an empty
+// directory or an empty regular file. Anything else is left in place with
+// codes.FailedPrecondition — a directory that still holds files, a file
+// holding data, a symlink, a device node — so a path that might still be a
+// mount, or a file the CO never meant, keeps its contents; nothing is ever
+// removed recursively. A symlink anywhere in target's parents is refused
+// the same way (nothing is unmounted through it). A target that does not
 // exist or is not mounted is fine. A corrupt mount (ENOTCONN, ESTALE, EIO)
 // is unmounted, lazily if it will not go otherwise. A busy mount gives
-// codes.FailedPrecondition unless opts.Lazy; a directory left non-empty
-// after unmounting gives codes.FailedPrecondition and is left in place.
+// codes.FailedPrecondition unless opts.Lazy.
 func (m *Mounter) Unpublish(ctx context.Context, target string, opts UnmountOptions) error {
 	if err := checkPath("target", target); err != nil {
 		return err
 	}
 	defer m.lock(target)()
+	pfd, err := openPath("target", filepath.Dir(target), false)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer unix.Close(pfd)
 	if err := m.unmountAll(ctx, target, opts.Lazy); err != nil {
 		return err
 	}
-	err := os.Remove(target)
+	return m.removeTarget(ctx, pfd, target)
+}
+
+// removeTarget removes target, whose parent is open at pfd, if it is an
+// empty directory or an empty regular file.
+func (m *Mounter) removeTarget(ctx context.Context, pfd int, target string) error {
+	base := filepath.Base(target)
+	var st unix.Stat_t
+	if err := unix.Fstatat(pfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return errorf(codes.Internal, err, "inspect target %s", target)
+	}
+	var err error
+	switch typ := st.Mode & unix.S_IFMT; {
+	case typ == unix.S_IFDIR:
+		err = unix.Unlinkat(pfd, base, unix.AT_REMOVEDIR)
+	case typ == unix.S_IFREG && st.Size == 0:
+		err = unix.Unlinkat(pfd, base, 0)
+	case typ == unix.S_IFREG:
+		return errorf(codes.FailedPrecondition, nil,
+			"target %s is a file holding %d bytes, not the empty file or directory a publish makes: left in place, remove it by hand", target, st.Size)
+	default:
+		return errorf(codes.FailedPrecondition, nil,
+			"target %s is a %s, not the empty file or directory a publish makes: left in place, remove it by hand", target, fileType(typ))
+	}
 	switch {
 	case err == nil:
 		m.log.InfoContext(ctx, "removed target", "target", target)
 		return nil
-	case errors.Is(err, fs.ErrNotExist):
+	case errors.Is(err, unix.ENOENT):
 		return nil
 	case errors.Is(err, unix.ENOTEMPTY), errors.Is(err, unix.EEXIST):
 		return errorf(codes.FailedPrecondition, err,
 			"target %s is not a mount point but holds files: left in place, remove them by hand", target)
+	case errors.Is(err, unix.EBUSY):
+		return errorf(codes.FailedPrecondition, err, "target %s is still a mount point", target)
 	default:
 		return errorf(codes.Internal, err, "remove target %s", target)
 	}
 }
 
+func fileType(typ uint32) string {
+	switch typ {
+	case unix.S_IFLNK:
+		return "symlink"
+	case unix.S_IFCHR:
+		return "character device"
+	case unix.S_IFBLK:
+		return "block device"
+	case unix.S_IFIFO:
+		return "FIFO"
+	case unix.S_IFSOCK:
+		return "socket"
+	}
+	return "file of unknown type"
+}
+
 // Unstage unmounts the staging target (every mount stacked there) and
 // leaves the directory itself to the CO, which created it. Missing,
-// unmounted and corrupt targets are handled as by Unpublish.
+// unmounted and corrupt targets, and symlinked parents, are handled as by
+// Unpublish.
 func (m *Mounter) Unstage(ctx context.Context, target string, opts UnmountOptions) error {
 	if err := checkPath("staging target", target); err != nil {
 		return err
 	}
 	defer m.lock(target)()
-	return m.unmountAll(ctx, target, opts.Lazy)
+	pfd, err := openPath("staging target", filepath.Dir(target), false)
+	if errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	unix.Close(pfd)
+	if err := m.unmountAll(ctx, target, opts.Lazy); err != nil {
+		return err
+	}
+	m.forget(target)
+	return nil
 }
 
 // mountState reports whether path is a mount point and whether that mount

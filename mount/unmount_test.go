@@ -62,7 +62,7 @@ func TestPublishAndStageReplaceCorruptMount(t *testing.T) {
 	}
 	cleanupMounts(t, target)
 	deadFUSE(t, target)
-	if err := m.Publish(ctx, mount.PublishOptions{Source: src, Target: target}); err != nil {
+	if err := m.Publish(ctx, mount.PublishOptions{Source: src, Target: target, AllowUnmountedSource: true}); err != nil {
 		t.Fatalf("Publish over a dead FUSE mount: %v", err)
 	}
 	wantFile(t, filepath.Join(target, "data"), "fresh")
@@ -92,7 +92,7 @@ func TestUnpublishBusyKeepsData(t *testing.T) {
 	writeFile(t, filepath.Join(src, "data"), "precious")
 	target := filepath.Join(t.TempDir(), "vol")
 	cleanupMounts(t, target)
-	if err := m.Publish(ctx, mount.PublishOptions{Source: src, Target: target}); err != nil {
+	if err := m.Publish(ctx, mount.PublishOptions{Source: src, Target: target, AllowUnmountedSource: true}); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.Open(filepath.Join(target, "data"))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/csikit/csikit/csi/requestid"
 	"github.com/csikit/csikit/csi/secrets"
+	"github.com/csikit/csikit/internal/logctx"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -15,7 +16,7 @@ import (
 
 // Attribute keys and messages of the records the interceptor writes.
 const (
-	KeyMethod   = "method"
+	KeyMethod   = logctx.KeyMethod
 	KeyCode     = "code"
 	KeyDuration = "duration"
 	KeyError    = "error"
@@ -27,7 +28,9 @@ const (
 )
 
 // UnaryServerInterceptor returns an interceptor that logs each call to
-// logger (see the package documentation). A nil logger logs nothing.
+// logger and makes logger, with the call's request ID and method, the
+// call's logger (FromContext); see the package documentation. A nil logger
+// logs nothing and installs no logger.
 func UnaryServerInterceptor(logger *slog.Logger, opts Options) grpc.UnaryServerInterceptor {
 	var h slog.Handler = slog.DiscardHandler
 	if logger != nil {
@@ -42,7 +45,7 @@ func UnaryServerInterceptor(logger *slog.Logger, opts Options) grpc.UnaryServerI
 	for c := codes.OK; c <= codes.Unauthenticated; c++ {
 		maxLevel = max(maxLevel, levelFor(c))
 	}
-	l := &callLogger{h: h, levelFor: levelFor, maxLevel: maxLevel}
+	l := &callLogger{h: h, levelFor: levelFor, maxLevel: maxLevel, scoped: logger != nil}
 	return l.intercept
 }
 
@@ -50,9 +53,13 @@ type callLogger struct {
 	h        slog.Handler
 	levelFor func(codes.Code) slog.Level
 	maxLevel slog.Level
+	scoped   bool // put the call's logger in ctx (FromContext)
 }
 
 func (l *callLogger) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if l.scoped {
+		ctx = logctx.NewContext(ctx, l.h, info.FullMethod, requestid.FromContext)
+	}
 	if !l.h.Enabled(ctx, l.maxLevel) {
 		return handler(ctx, req)
 	}

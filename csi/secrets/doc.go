@@ -1,4 +1,6 @@
-// Package secrets removes secrets from CSI messages before they are logged.
+// Package secrets removes secrets from CSI messages before they are logged,
+// and from text and errors derived from them before they are logged or
+// returned.
 //
 // Which fields are secret is read from the messages' descriptors, never from
 // per-message code: a field is secret if the CSI spec marks it with the
@@ -20,6 +22,57 @@
 //     secrets defined by a newer peer whose marking this binary cannot see.
 //   - LogValue does no work until a log handler actually resolves the value,
 //     so a disabled log level costs nothing beyond the call.
+//
+// # Secrets in text
+//
+// Redact (and Redactor, to redact several texts with the same messages)
+// protects text derived from a request: an error a driver built, a panic
+// value. It finds each secret value in every spelling that the escapers a
+// driver, a log handler or a sidecar use can give it, and replaces the
+// whole spelling with Marker. It matches one secret character at a time,
+// each in any of these spellings:
+//
+//   - as is;
+//   - a backslash escape as Go (strconv.Quote, QuoteToASCII, QuoteToGraphic,
+//     %q, %+q, %#v, slog.TextHandler), JSON (encoding/json with and without
+//     HTML escaping, protojson, slog.JSONHandler, ASCII-only encoders such
+//     as Python's) and C or JavaScript write them: \n \r \t \b \f \v \a \"
+//     \' \\ \/, \xHH (also per UTF-8 byte), \uHHHH (surrogate pairs above
+//     U+FFFF), \UHHHHHHHH, and \ufffd or U+FFFD for a byte that is not
+//     UTF-8; hex digits in either case;
+//   - percent-encoding (net/url's QueryEscape, PathEscape and userinfo, hex
+//     in either case) and '+' for a space: secrets end up in URLs and in
+//     mount options built like query strings;
+//   - any of these escaped again, up to Depth (2) rounds, so a %q-quoted
+//     secret inside a JSON log line, or JSON inside a Go-quoted error, is
+//     found too. Each character may use a different spelling.
+//
+// Letters, digits and "-._~" are never escaped by any of these, so they
+// are matched as is: a secret made only of them costs one strings.Index,
+// and any other secret is looked for only where its longest run of them
+// occurs. Overlapping or adjacent matches of several secrets become one
+// Marker, so no part of either is left. Matching is one pass over the text
+// per secret, and its work is bounded: a text that would exceed the bound
+// (only crafted ones do, such as a secret of a hundred backslashes against
+// kilobytes of them) is replaced by Marker as a whole, never returned
+// half-checked.
+//
+// Not covered, because no escaper produces it or it cannot be matched
+// without false positives: base64, hex or hashes of a whole value (an HTTP
+// Basic Authorization header), HTML entities, changed case, a value cut in
+// parts or wrapped across lines, and secrets the driver read from anywhere
+// but the request.
+//
+// Values shorter than MinLen (4) bytes are not searched for in text; Strip
+// still removes them from messages. Replacing every "a" or "123" would
+// destroy the log and, by the pattern of what was replaced, reveal the
+// value anyway: such a value is not a secret a log can protect.
+//
+// RedactError applies the same to a returned error: its gRPC status
+// message and every string in its details. UnaryServerInterceptor does it
+// for every call, so what a driver returns never carries a secret of the
+// request to the CO, whose sidecars copy error messages into Kubernetes
+// Events.
 //
 // The package keeps one process-wide cache of which field descriptors are
 // secret; descriptors are immutable, so the cache never changes an answer.

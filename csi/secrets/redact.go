@@ -8,32 +8,88 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// Redact returns s with every occurrence of a secret value held by any of
-// msgs replaced by Marker. It is meant for text a driver built from a request
-// (an error message, a panic value) before that text is logged: Strip
-// protects the message, Redact protects what was derived from it. Secret
-// values are matched as exact substrings, longest first; empty values are
-// ignored, nil messages skipped. When msgs hold no secret, s is returned
-// unchanged.
+// Redact returns s with every secret value held by any of msgs replaced by
+// Marker, in every spelling Redactor knows (see the package documentation).
+// It is meant for text a driver built from a request (an error message, a
+// panic value) before that text is logged or returned: Strip protects the
+// message, Redact protects what was derived from it. Values shorter than
+// MinLen bytes are not searched for; nil messages are skipped. When nothing
+// is found, s itself is returned. To redact several texts with the same
+// messages, make one Redactor.
 func Redact(s string, msgs ...proto.Message) string {
 	if s == "" {
 		return s
 	}
+	return NewRedactor(msgs...).Redact(s)
+}
+
+// Redactor finds the secret values of a set of messages in text. It is
+// immutable and safe for concurrent use; the nil *Redactor finds nothing.
+type Redactor struct {
+	needles []needle
+}
+
+// NewRedactor returns a Redactor for the secret values msgs hold, at any
+// depth (the same fields Strip removes). It returns nil when they hold no
+// value of at least MinLen bytes, so a caller can skip work with r == nil.
+func NewRedactor(msgs ...proto.Message) *Redactor {
 	var vals []string
 	for _, m := range msgs {
 		if m != nil && m.ProtoReflect().IsValid() {
 			collect(m.ProtoReflect(), false, &vals)
 		}
 	}
-	// Longest first, so that with secrets "hunter" and "hunter2" no "2"
-	// is left behind.
-	slices.SortFunc(vals, func(a, b string) int { return len(b) - len(a) })
-	for _, v := range vals {
-		if v != "" && strings.Contains(s, v) {
-			s = strings.ReplaceAll(s, v, Marker)
+	var r *Redactor
+	for i, v := range vals {
+		if len(v) < MinLen || slices.Contains(vals[:i], v) {
+			continue
 		}
+		if r == nil {
+			r = &Redactor{needles: make([]needle, 0, len(vals)-i)}
+		}
+		r.needles = append(r.needles, newNeedle(v))
 	}
-	return s
+	return r
+}
+
+// Redact returns s with every spelling of every secret value replaced by
+// Marker. Where spellings of one or more secrets overlap or touch, the whole
+// stretch becomes one Marker, so no part of either is left. When nothing is
+// found, s itself is returned. The work is bounded: a text that would take
+// too long to check (only adversarial ones do: a long secret of backslashes
+// or quotes against a long run of them) is replaced by Marker as a whole.
+func (r *Redactor) Redact(s string) string {
+	if r == nil || s == "" {
+		return s
+	}
+	var (
+		m     *matcher
+		spans []span
+	)
+	for i := range r.needles {
+		spans = find(s, &r.needles[i], spans, &m)
+	}
+	if m != nil && m.work > maxWork {
+		return Marker // too costly to check: withhold it all
+	}
+	if len(spans) == 0 {
+		return s
+	}
+	slices.SortFunc(spans, func(a, b span) int { return a.from - b.from })
+	var b strings.Builder
+	b.Grow(len(s))
+	done := 0 // s[:done] is written (or replaced)
+	for i := 0; i < len(spans); {
+		from, to := spans[i].from, spans[i].to
+		for i++; i < len(spans) && spans[i].from <= to; i++ {
+			to = max(to, spans[i].to)
+		}
+		b.WriteString(s[done:from])
+		b.WriteString(Marker)
+		done = to
+	}
+	b.WriteString(s[done:])
+	return b.String()
 }
 
 // collect appends to out every string and bytes value of m that is secret:

@@ -91,13 +91,7 @@ func TestSanity(t *testing.T) {
 			Journal: d.Journal(), Logger: logger,
 		}, nil
 	})
-	skip := map[string]string{
-		// TODO(lead): remove both entries once the node helper's mount/
-		// work (repeat calls compare mount flags → AlreadyExists) is
-		// merged; mount.Stage and mount.Publish answer OK today.
-		"mount/Node/NodeStageVolume/conflicting_mount_flags":   "fixed by node work on mount/",
-		"mount/Node/NodePublishVolume/conflicting_mount_flags": "fixed by node work on mount/",
-	}
+	skip := map[string]string{}
 	if !hasCapSysResource(t) {
 		// ext4 online resize (EXT4_IOC_RESIZE_FS) needs CAP_SYS_RESOURCE;
 		// without it resize2fs fails with "Permission denied".

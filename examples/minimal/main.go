@@ -18,7 +18,7 @@ func (d driver) NodePublishVolume(ctx context.Context, r *csi.NodePublishVolumeR
 	if err := os.MkdirAll(src, 0o750); err != nil {
 		return nil, err
 	}
-	return &csi.NodePublishVolumeResponse{}, d.m.Publish(ctx, mount.PublishOptions{Source: src, Target: r.TargetPath, ReadOnly: r.Readonly})
+	return &csi.NodePublishVolumeResponse{}, d.m.Publish(ctx, mount.PublishOptions{Source: src, Target: r.TargetPath, ReadOnly: r.Readonly, AllowUnmountedSource: true})
 }
 
 func (d driver) NodeUnpublishVolume(ctx context.Context, r *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {

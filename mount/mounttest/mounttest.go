@@ -165,8 +165,10 @@ func (r *Recorder) Unstage(ctx context.Context, target string, opts mount.Unmoun
 	})
 }
 
-// Publish records a publish at o.Target from o.Source, which must be staged
-// or declared with AddSource (else FailedPrecondition); a repeat with the
+// Publish records a publish at o.Target from o.Source, which must be staged,
+// declared with AddSource, or allowed by o.AllowUnmountedSource (else
+// FailedPrecondition, as the real Publish refuses a source that is not a
+// mount point); a repeat with the
 // same source, flags and read-only setting succeeds, anything else there is
 // AlreadyExists.
 func (r *Recorder) Publish(ctx context.Context, o mount.PublishOptions) error {
@@ -177,7 +179,7 @@ func (r *Recorder) Publish(ctx context.Context, o mount.PublishOptions) error {
 		if o.Target == "" || o.Source == "" {
 			return status.Error(codes.InvalidArgument, "mounttest: Publish needs Source and Target")
 		}
-		if _, ok := r.staged[o.Source]; !ok && !r.sources[o.Source] {
+		if _, ok := r.staged[o.Source]; !ok && !r.sources[o.Source] && !o.AllowUnmountedSource {
 			return status.Errorf(codes.FailedPrecondition, "mounttest: source %s is not staged", o.Source)
 		}
 		if have, ok := r.published[o.Target]; ok {

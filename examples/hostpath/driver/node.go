@@ -59,7 +59,7 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 	var mounted bool // this call mounted staging
 	switch v.Kind {
 	case kindDir:
-		err = d.mounter.Publish(ctx, mount.PublishOptions{Source: d.volumeDir(v.ID), Target: staging})
+		err = d.mounter.Publish(ctx, mount.PublishOptions{Source: d.volumeDir(v.ID), Target: staging, AllowUnmountedSource: true})
 		mounted = err == nil
 	case kindBlock:
 		_, err = d.attach(ctx, &v)
@@ -246,7 +246,7 @@ func (d *Driver) publishEphemeral(ctx context.Context, r *csi.NodePublishVolumeR
 		}
 		d.ledger.commit(id)
 	}
-	err := d.mounter.Publish(ctx, mount.PublishOptions{Source: d.volumeDir(id), Target: r.GetTargetPath(), ReadOnly: r.GetReadonly()})
+	err := d.mounter.Publish(ctx, mount.PublishOptions{Source: d.volumeDir(id), Target: r.GetTargetPath(), ReadOnly: r.GetReadonly(), AllowUnmountedSource: true})
 	if err != nil {
 		return nil, err
 	}

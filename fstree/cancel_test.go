@@ -1,0 +1,60 @@
+//go:build linux
+
+package fstree_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/csikit/csikit/fstree"
+)
+
+// cancelAfter is a context whose Err turns to Canceled after n calls, so
+// a test cancels a walk in its middle without timing.
+type cancelAfter struct {
+	context.Context
+	n atomic.Int64
+}
+
+func (c *cancelAfter) Err() error {
+	if c.n.Add(-1) < 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+func TestCancelMidWalk(t *testing.T) {
+	d := t.TempDir()
+	src := filepath.Join(d, "src")
+	for i := range 1000 {
+		write(t, filepath.Join(src, fmt.Sprintf("d%d/f%d", i%10, i)), "data", 0o644)
+	}
+	ctx := &cancelAfter{Context: context.Background()}
+	ctx.n.Store(5)
+	dst := filepath.Join(d, "dst")
+	_, err := fstree.Copy(ctx, src, dst, fstree.CopyOptions{})
+	wantCode(t, err, codes.Canceled)
+	wantMissing(t, dst) // the partial copy is removed even though ctx is done
+
+	ctx.n.Store(5)
+	err = fstree.Remove(ctx, src, fstree.RemoveOptions{})
+	wantCode(t, err, codes.Canceled)
+	left := 0
+	for i := range 10 {
+		ents, _ := os.ReadDir(filepath.Join(src, fmt.Sprintf("d%d", i)))
+		left += len(ents)
+	}
+	if left == 0 || left == 1000 {
+		t.Fatalf("%d of 1000 files left after a cancel in mid-walk, want some removed and some left", left)
+	}
+
+	ctx.n.Store(2)
+	_, err = fstree.Usage(ctx, src)
+	wantCode(t, err, codes.Canceled)
+}

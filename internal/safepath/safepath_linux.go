@@ -1,0 +1,99 @@
+//go:build linux
+
+package safepath
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+
+	"github.com/csikit/csikit/internal/codederr"
+	"github.com/csikit/csikit/internal/mountpoint"
+)
+
+// Open opens path (absolute and clean) with O_PATH without following a
+// symlink anywhere in it: each component is opened relative to its parent
+// with O_NOFOLLOW and checked. With create, missing directories are made
+// (mode 0750) with mkdirat, relative to their parent as well. Mounts on
+// the way are entered as usual; the result is the top mount at path.
+//
+// A symlink gives codes.FailedPrecondition naming it; a missing component
+// (without create) unix.ENOENT, which matches fs.ErrNotExist. what names
+// the path in messages. A corrupt mount at the last component (ENOTCONN,
+// ESTALE, EIO) is returned as is: it cannot be a symlink, and the callers
+// replace it.
+func Open(what, path string, create bool) (int, error) {
+	fd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, codederr.Errorf(codes.Internal, err, "open /")
+	}
+	if path == "/" {
+		return fd, nil
+	}
+	comps := strings.Split(path[1:], "/")
+	for i, c := range comps {
+		last := i == len(comps)-1
+		nfd, err := unix.Openat(fd, c, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if errors.Is(err, unix.ENOENT) && create {
+			if err := unix.Mkdirat(fd, c, 0o750); err != nil && !errors.Is(err, unix.EEXIST) {
+				unix.Close(fd)
+				return -1, codederr.Errorf(codes.Internal, err, "create %s", prefix(comps, i))
+			}
+			nfd, err = unix.Openat(fd, c, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		}
+		unix.Close(fd)
+		if err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				return -1, err
+			}
+			return -1, codederr.Errorf(codes.Internal, err, "open %s", prefix(comps, i))
+		}
+		fd = nfd
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			if last && mountpoint.IsCorrupt(err) {
+				return fd, nil
+			}
+			unix.Close(fd)
+			return -1, codederr.Errorf(codes.Internal, err, "stat %s", prefix(comps, i))
+		}
+		switch {
+		case st.Mode&unix.S_IFMT == unix.S_IFLNK:
+			unix.Close(fd)
+			return -1, codederr.Errorf(codes.FailedPrecondition, nil,
+				"%s %s: %s is a symlink, which is never followed: use the real path", what, path, prefix(comps, i))
+		case !last && st.Mode&unix.S_IFMT != unix.S_IFDIR:
+			unix.Close(fd)
+			return -1, codederr.Errorf(codes.FailedPrecondition, nil, "%s %s: %s is not a directory", what, path, prefix(comps, i))
+		}
+	}
+	return fd, nil
+}
+
+func prefix(comps []string, i int) string { return "/" + strings.Join(comps[:i+1], "/") }
+
+// FdPath is the magic link that names what fd holds, for mount(2): the
+// kernel resolves it to exactly that file, whatever the path now says.
+func FdPath(fd int) string { return "/proc/self/fd/" + strconv.Itoa(fd) }
+
+// IsMountRoot reports whether the file open at fd is the root of a mount.
+func IsMountRoot(fd int) (bool, error) {
+	var stx unix.Statx_t
+	err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_DONT_SYNC, unix.STATX_TYPE, &stx)
+	if err != nil {
+		return false, err
+	}
+	if stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT == 0 {
+		// Kernels before 5.8: the proc link names the path; look it up.
+		buf := make([]byte, unix.PathMax)
+		n, err := unix.Readlink(FdPath(fd), buf)
+		if err != nil {
+			return false, err
+		}
+		return mountpoint.Is(string(buf[:n]))
+	}
+	return stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0, nil
+}
