@@ -15,6 +15,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
@@ -196,7 +197,18 @@ func TestDirectoryVolumeQuota(t *testing.T) {
 				}
 			}
 			for _, p := range []quota.ProjectID{srcProj, cloneProj} {
-				if u, err := quota.Get(ctx, root, p); err != nil || u.LimitBytes != 0 || u.Inodes != 0 {
+				// xfs frees unlinked inodes in the background (inodegc), so
+				// their usage leaves the project a little later: wait.
+				var u quota.Usage
+				var err error
+				for i := 0; i < 50; i++ {
+					unix.Sync()
+					if u, err = quota.Get(ctx, root, p); err != nil || (u.LimitBytes == 0 && u.Inodes == 0) {
+						break
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				if err != nil || u.LimitBytes != 0 || u.Inodes != 0 {
 					t.Errorf("project %d after delete: %+v (%v), want no limit and no files", p, u, err)
 				}
 			}
