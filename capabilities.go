@@ -12,10 +12,15 @@ import (
 // is derived from the same implementation checks, so the two never
 // disagree.
 type Capabilities struct {
-	Plugin     []*csi.PluginCapability
+	// Plugin is GetPluginCapabilities' answer: the services served and
+	// the volume-expansion kind.
+	Plugin []*csi.PluginCapability
+	// Controller is ControllerGetCapabilities' answer.
 	Controller []*csi.ControllerServiceCapability
-	Node       []*csi.NodeServiceCapability
-	Group      []*csi.GroupControllerServiceCapability
+	// Node is NodeGetCapabilities' answer.
+	Node []*csi.NodeServiceCapability
+	// Group is GroupControllerGetCapabilities' answer.
+	Group []*csi.GroupControllerServiceCapability
 }
 
 // HasController reports whether the capability is advertised.
@@ -125,43 +130,60 @@ func (c *capSet) expansion(t csi.PluginCapability_VolumeExpansion_Type) {
 	})
 }
 
-// deriveCapabilities computes what the server advertises for d. impl says
-// which RPCs are served; capabilities are advertised only for served RPCs.
-func deriveCapabilities(d *dispatch, o *Options, impl func(method string) bool) Capabilities {
+// pluginServices are the plugin service capabilities advertised for the
+// spec services that have a served RPC.
+var pluginServices = map[string]csi.PluginCapability_Service_Type{
+	csi.Controller_ServiceDesc.ServiceName:       csi.PluginCapability_Service_CONTROLLER_SERVICE,
+	csi.GroupController_ServiceDesc.ServiceName:  csi.PluginCapability_Service_GROUP_CONTROLLER_SERVICE,
+	csi.SnapshotMetadata_ServiceDesc.ServiceName: csi.PluginCapability_Service_SNAPSHOT_METADATA_SERVICE,
+}
+
+// deriveCapabilities computes what s advertises: the capability of every
+// served table entry, then those that depend on Options as well.
+func (s *Server) deriveCapabilities() Capabilities {
+	o := &s.opts
 	c := capSet{alpha: o.Alpha}
-	c.controller(impl(csi.Controller_CreateVolume_FullMethodName), csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME)
-	c.controller(impl(csi.Controller_ControllerPublishVolume_FullMethodName), csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME)
-	c.controller(impl(csi.Controller_ListVolumes_FullMethodName), csi.ControllerServiceCapability_RPC_LIST_VOLUMES)
-	c.controller(impl(csi.Controller_GetCapacity_FullMethodName), csi.ControllerServiceCapability_RPC_GET_CAPACITY)
-	c.controller(impl(csi.Controller_CreateSnapshot_FullMethodName), csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT)
-	c.controller(impl(csi.Controller_ListSnapshots_FullMethodName), csi.ControllerServiceCapability_RPC_LIST_SNAPSHOTS)
-	c.controller(o.Clone && impl(csi.Controller_CreateVolume_FullMethodName), csi.ControllerServiceCapability_RPC_CLONE_VOLUME)
-	c.controller(o.ReadOnlyPublish && impl(csi.Controller_ControllerPublishVolume_FullMethodName), csi.ControllerServiceCapability_RPC_PUBLISH_READONLY)
-	c.controller(impl(csi.Controller_ControllerExpandVolume_FullMethodName), csi.ControllerServiceCapability_RPC_EXPAND_VOLUME)
-	c.controller(o.ListPublishedNodes && impl(csi.Controller_ListVolumes_FullMethodName), csi.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES)
-	c.controller(impl(csi.Controller_ControllerGetVolume_FullMethodName), csi.ControllerServiceCapability_RPC_GET_VOLUME)
-	c.controller(o.SingleNodeMultiWriter && d.hasController(), csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER)
-	c.controller(impl(csi.Controller_ControllerModifyVolume_FullMethodName), csi.ControllerServiceCapability_RPC_MODIFY_VOLUME)
-	c.controller(impl(csi.Controller_GetSnapshot_FullMethodName), csi.ControllerServiceCapability_RPC_GET_SNAPSHOT)
-	c.controller(impl(csi.Controller_ControllerGetVolumeHealth_FullMethodName), csi.ControllerServiceCapability_RPC_GET_VOLUME_HEALTH)
-	c.controller(impl(csi.Controller_ControllerListVolumeHealth_FullMethodName), csi.ControllerServiceCapability_RPC_LIST_VOLUME_HEALTH)
-	c.controller(impl(csi.Controller_ControllerGetNodeInfo_FullMethodName), csi.ControllerServiceCapability_RPC_GET_NODE_INFO)
+	seenCtrl := map[csi.ControllerServiceCapability_RPC_Type]bool{}
+	seenNode := map[csi.NodeServiceCapability_RPC_Type]bool{}
+	seenGroup := map[csi.GroupControllerServiceCapability_RPC_Type]bool{}
+	for i := range rpcs {
+		e := &rpcs[i]
+		if !s.served[e.method] {
+			continue
+		}
+		if e.ctrlCap != 0 && !seenCtrl[e.ctrlCap] {
+			seenCtrl[e.ctrlCap] = true
+			c.controller(true, e.ctrlCap)
+		}
+		if e.nodeCap != 0 && !seenNode[e.nodeCap] {
+			seenNode[e.nodeCap] = true
+			c.node(true, e.nodeCap)
+		}
+		if e.groupCap != 0 && !seenGroup[e.groupCap] {
+			seenGroup[e.groupCap] = true
+			c.group(true, e.groupCap)
+		}
+	}
+	hasController := s.served[csi.Controller_ControllerGetCapabilities_FullMethodName]
+	hasNode := s.served[csi.Node_NodePublishVolume_FullMethodName]
+	c.controller(o.Clone && s.served[csi.Controller_CreateVolume_FullMethodName], csi.ControllerServiceCapability_RPC_CLONE_VOLUME)
+	c.controller(o.ReadOnlyPublish && s.served[csi.Controller_ControllerPublishVolume_FullMethodName], csi.ControllerServiceCapability_RPC_PUBLISH_READONLY)
+	c.controller(o.ListPublishedNodes && s.served[csi.Controller_ListVolumes_FullMethodName], csi.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES)
+	c.controller(o.SingleNodeMultiWriter && hasController, csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER)
+	c.node(o.SingleNodeMultiWriter && hasNode, csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER)
+	c.node(o.VolumeMountGroup && hasNode, csi.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP)
+	c.node(hasNode && s.served[csi.Controller_ControllerGetNodeInfo_FullMethodName], csi.NodeServiceCapability_RPC_NODE_INFO_FROM_CONTROLLER)
 
-	c.node(impl(csi.Node_NodeStageVolume_FullMethodName), csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)
-	c.node(impl(csi.Node_NodeGetVolumeStats_FullMethodName), csi.NodeServiceCapability_RPC_GET_VOLUME_STATS)
-	c.node(impl(csi.Node_NodeExpandVolume_FullMethodName), csi.NodeServiceCapability_RPC_EXPAND_VOLUME)
-	c.node(o.SingleNodeMultiWriter && d.hasNode(), csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER)
-	c.node(o.VolumeMountGroup && d.hasNode(), csi.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP)
-	c.node(impl(csi.Node_NodeGetVolumeHealth_FullMethodName), csi.NodeServiceCapability_RPC_GET_VOLUME_HEALTH)
-	c.node(impl(csi.Node_NodeGetStorageHealth_FullMethodName), csi.NodeServiceCapability_RPC_GET_STORAGE_HEALTH)
-	c.node(d.hasNode() && impl(csi.Controller_ControllerGetNodeInfo_FullMethodName), csi.NodeServiceCapability_RPC_NODE_INFO_FROM_CONTROLLER)
-
-	c.group(impl(csi.GroupController_CreateVolumeGroupSnapshot_FullMethodName), csi.GroupControllerServiceCapability_RPC_CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT)
-
-	c.service(d.hasController(), csi.PluginCapability_Service_CONTROLLER_SERVICE)
-	c.service(len(c.caps.Group) > 0, csi.PluginCapability_Service_GROUP_CONTROLLER_SERVICE)
+	svcs := csi.File_csi_proto.Services()
+	for i := 0; i < svcs.Len(); i++ {
+		name := string(svcs.Get(i).FullName())
+		if t, ok := pluginServices[name]; ok {
+			c.service(s.servesService(name), t)
+		}
+	}
 	c.service(len(o.Topology) > 0 || o.AccessibilityConstraints, csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS)
-	if d.ctrlExpand != nil || d.nodeExpand != nil {
+	ctrlExpand, nodeExpand := implements[ControllerExpander](s), implements[NodeExpander](s)
+	if ctrlExpand || nodeExpand {
 		if o.Expansion == ExpansionOffline {
 			c.expansion(csi.PluginCapability_VolumeExpansion_OFFLINE)
 		} else {

@@ -2,48 +2,51 @@ package csikit
 
 import (
 	"context"
+	"log/slog"
 
-	"github.com/container-storage-interface/spec/lib/go/csi"
 	grpcrecovery "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 
 	"github.com/csikit/csikit/csi/logging"
 	"github.com/csikit/csikit/csi/recovery"
 	"github.com/csikit/csikit/csi/requestid"
 	"github.com/csikit/csikit/csi/secrets"
-	"github.com/csikit/csikit/csi/validation"
 	"github.com/csikit/csikit/idempotency"
 	"github.com/csikit/csikit/metrics"
 )
 
 // buildChain creates the gRPC server with csikit's interceptors, in this
-// order (outermost first):
+// order (outermost first), for unary and streaming calls alike — also for
+// services registered through GRPCServer:
 //
 //  1. recovery, a safety net for csikit's own interceptors.
 //  2. request ID: taken from incoming metadata or generated, in ctx.
 //  3. logging: one line per call, secrets stripped, built only when logged;
-//     it puts the call's logger in ctx (logging.FromContext). Right below
-//     it, secrets.UnaryServerInterceptor redacts the request's secrets
-//     from a returned error's message and details, so the log line and
-//     the client (and the Events sidecars make of it) see the same text.
+//     the level from Options.LogLevel (DefaultLogLevel). It puts the call's
+//     logger in ctx (logging.FromContext). Right below it,
+//     secrets.UnaryServerInterceptor (and its stream variant) redacts the
+//     request's secrets from a returned error's message and details, so
+//     the log line and the client (and the Events sidecars make of it) see
+//     the same text.
 //  4. metrics (when Options.Registry is set): latency, codes, in-flight.
 //  5. recovery: a panic in the driver (or below) becomes codes.Internal,
 //     logged once with its stack and request ID, and counted; logging and
 //     metrics above see it as the Internal error it became. The server
 //     keeps serving.
-//  6. gate: Unimplemented for every RPC the server does not serve.
-//  7. validation: InvalidArgument & co. before the driver sees a request.
-//  8. locks and journal (idempotency): Aborted while another call holds
+//  6. admit: Unimplemented for every RPC the server does not serve, then
+//     validation (InvalidArgument & co.) before the driver sees a request;
+//     for streams, of every message received.
+//  7. locks and journal (idempotency): Aborted while another call holds
 //     the same volume, name or snapshot; names reserved before CreateVolume
 //     and CreateSnapshot run. Locks are released on every return path,
-//     panics included.
-//  9. Options.UnaryInterceptors, then the driver.
+//     panics included. Streams take locks only.
+//  8. Options.UnaryInterceptors or Options.StreamInterceptors, then the
+//     driver.
 func (s *Server) buildChain() error {
 	o := &s.opts
-	var chain []grpc.UnaryServerInterceptor
 	var onPanic func(ctx context.Context, method string, p any)
-
 	if o.Registry != nil {
 		s.metrics = metrics.NewServerMetrics(metrics.ServerOptions{
 			DriverName: o.Name,
@@ -60,40 +63,113 @@ func (s *Server) buildChain() error {
 			}
 		}
 	}
-	ropts := recovery.Options{Logger: s.log, OnPanic: onPanic}
-	chain = append(chain,
-		// The safety net around csikit's own interceptors is
-		// go-grpc-middleware's recovery; the driver's panics are handled
-		// by the inner one, which has the request at hand for redaction.
-		grpcrecovery.UnaryServerInterceptor(grpcrecovery.WithRecoveryHandlerContext(recovery.RecoveryHandler(ropts))),
-		requestid.UnaryServerInterceptor(),
-		logging.UnaryServerInterceptor(s.log, logging.Options{}),
-		secrets.UnaryServerInterceptor(),
-	)
-	if s.metrics != nil {
-		chain = append(chain, s.metrics.UnaryServerInterceptor())
-	}
-	chain = append(chain, recovery.UnaryServerInterceptor(ropts), s.gate, validation.UnaryServerInterceptor(s.vcfg))
 	idem, err := idempotency.New(idempotency.Options{
-		Journal: o.Journal,
-		NewID:   o.NewID,
-		Keys:    o.LockKeys,
-		Logger:  s.log,
+		Journal:  o.Journal,
+		NewID:    o.NewID,
+		BaseKeys: lockKeys(),
+		Keys:     o.LockKeys,
+		Logger:   s.log,
 	})
 	if err != nil {
 		return err
 	}
 	s.idem = idem
-	chain = append(chain, idem.UnaryServerInterceptor())
-	chain = append(chain, o.UnaryInterceptors...)
+	ropts := recovery.Options{Logger: s.log, OnPanic: onPanic}
+	// The safety net around csikit's own interceptors is
+	// go-grpc-middleware's recovery; the driver's panics are handled by the
+	// inner one, which has the request at hand for redaction.
+	safetyNet := grpcrecovery.WithRecoveryHandlerContext(recovery.RecoveryHandler(ropts))
+	lopts := logging.Options{Level: o.LogLevel}
+	if lopts.Level == nil {
+		lopts.Level = s.defaultLogLevel
+	}
 
-	sopts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(chain...)}, o.ServerOptions...)
+	unary := []grpc.UnaryServerInterceptor{
+		grpcrecovery.UnaryServerInterceptor(safetyNet),
+		requestid.UnaryServerInterceptor(),
+		logging.UnaryServerInterceptor(s.log, lopts),
+		secrets.UnaryServerInterceptor(),
+	}
+	stream := []grpc.StreamServerInterceptor{
+		grpcrecovery.StreamServerInterceptor(safetyNet),
+		requestid.StreamServerInterceptor(),
+		logging.StreamServerInterceptor(s.log, lopts),
+		secrets.StreamServerInterceptor(),
+	}
+	if s.metrics != nil {
+		unary = append(unary, s.metrics.UnaryServerInterceptor())
+		stream = append(stream, s.metrics.StreamServerInterceptor())
+	}
+	unary = append(unary, recovery.UnaryServerInterceptor(ropts), s.admit, idem.UnaryServerInterceptor())
+	unary = append(unary, o.UnaryInterceptors...)
+	stream = append(stream, recovery.StreamServerInterceptor(ropts), s.admitStream, idem.StreamServerInterceptor())
+	stream = append(stream, o.StreamInterceptors...)
+
+	// The table's unary RPCs run a chain built once per RPC (no closure
+	// per interceptor per call, as grpc.ChainUnaryInterceptor makes);
+	// calls of services registered through GRPCServer run the same
+	// interceptors through otherUnary.
+	s.unary = unary
+	for _, b := range s.rpcs {
+		if b.unary != nil {
+			b.chained = chainUnary(unary, &b.info, grpc.UnaryHandler(b.unary))
+		}
+	}
+	sopts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(s.otherUnary), grpc.ChainStreamInterceptor(stream...)}, o.ServerOptions...)
 	s.grpc = grpc.NewServer(sopts...)
-	csi.RegisterIdentityServer(s.grpc, identityService{s: s})
-	csi.RegisterControllerServer(s.grpc, controllerService{s: s, d: s.d})
-	csi.RegisterGroupControllerServer(s.grpc, groupService{s: s, d: s.d})
-	csi.RegisterNodeServer(s.grpc, nodeService{s: s, d: s.d})
+	s.register(s.grpc)
 	return nil
+}
+
+// chainUnary returns h wrapped in ics (ics[0] outermost) for the calls of
+// one method, whose info is fixed: the closures are made here, once.
+func chainUnary(ics []grpc.UnaryServerInterceptor, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) grpc.UnaryHandler {
+	for i := len(ics) - 1; i >= 0; i-- {
+		ic, next := ics[i], h
+		h = func(ctx context.Context, req any) (any, error) { return ic(ctx, req, info, next) }
+	}
+	return h
+}
+
+// otherUnary is the server's gRPC-level unary interceptor. Calls of the
+// table's RPCs pass (their handler runs the prebuilt chain); calls of
+// services registered through GRPCServer run csikit's interceptors here.
+func (s *Server) otherUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if b, ok := info.Server.(*bound); ok && b.srv == s {
+		return h(ctx, req)
+	}
+	return chainUnary(s.unary, info, h)(ctx, req)
+}
+
+// DefaultLogLevel is the level of a call's "call finished" line when
+// Options.LogLevel is nil. A successful call logs at Info when its RPC
+// changes state (CreateVolume, NodePublishVolume, …; the table's mutating
+// entries) and at Debug otherwise: the RPCs COs poll (Probe,
+// GetPluginInfo, Get*Capabilities, NodeGetInfo, NodeGetVolumeStats) and
+// every other read, so a kubelet polling stats for hundreds of volumes does
+// not flood an Info log. A failed call logs at
+// logging.DefaultCodeToLevel's level for its code.
+func DefaultLogLevel(fullMethod string, c codes.Code) slog.Level {
+	if c != codes.OK {
+		return logging.DefaultCodeToLevel(c)
+	}
+	for i := range rpcs {
+		if rpcs[i].method == fullMethod && rpcs[i].mutates {
+			return slog.LevelInfo
+		}
+	}
+	return slog.LevelDebug
+}
+
+// defaultLogLevel is DefaultLogLevel with the server's table at hand.
+func (s *Server) defaultLogLevel(fullMethod string, c codes.Code) slog.Level {
+	if c != codes.OK {
+		return logging.DefaultCodeToLevel(c)
+	}
+	if b := s.rpcs[fullMethod]; b != nil && b.mutates {
+		return slog.LevelInfo
+	}
+	return slog.LevelDebug
 }
 
 // journalHealthyName is the gauge that is 1 while Options.Journal takes
@@ -111,19 +187,4 @@ func journalHealthGauge(driver string, h idempotency.HealthReporter) prometheus.
 		}
 		return 1
 	})
-}
-
-// gate answers Unimplemented for every RPC the server does not serve,
-// before validation, so a malformed call to a missing RPC still learns that
-// the RPC is missing.
-func (s *Server) gate(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	if served, known := s.served[info.FullMethod]; known && !served {
-		return nil, unimplemented(info.FullMethod, s.opts.Name)
-	}
-	return h(ctx, req)
-}
-
-// confirm answers ValidateVolumeCapabilities for drivers without their own.
-func (s *Server) confirm(r *csi.ValidateVolumeCapabilitiesRequest) *csi.ValidateVolumeCapabilitiesResponse {
-	return validation.Confirm(r, &s.vcfg)
 }

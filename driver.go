@@ -25,11 +25,24 @@ type Provisioner interface {
 	DeleteVolume(context.Context, *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error)
 }
 
-// CapabilityValidator answers ValidateVolumeCapabilities. Without it, a
-// driver that is a VolumeGetter gets a default answer: NotFound from
-// ControllerGetVolume, else the capabilities confirmed against Options.
+// CapabilityValidator answers ValidateVolumeCapabilities itself. The CSI
+// spec requires that RPC of every controller plugin; most drivers need not
+// write it: implement VolumeLookup and csikit answers from Options. A
+// controller with neither (nor the alpha VolumeGetter) is refused by
+// NewServer.
 type CapabilityValidator interface {
 	ValidateVolumeCapabilities(context.Context, *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error)
+}
+
+// VolumeLookup tells whether a volume exists, so csikit can answer
+// ValidateVolumeCapabilities (which the spec requires of every controller)
+// for a driver without a CapabilityValidator: LookupVolume's error is
+// returned as is (NotFound for an unknown volume, as the spec asks), and
+// for a volume that exists the requested capabilities are confirmed when
+// Options serves every one of them (access type, access mode, mount
+// flags). It is not an RPC and is never advertised.
+type VolumeLookup interface {
+	LookupVolume(ctx context.Context, volumeID string) error
 }
 
 // ControllerPublisher attaches volumes to nodes (PUBLISH_UNPUBLISH_VOLUME).

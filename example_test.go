@@ -5,15 +5,23 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/idempotency"
 )
 
-// volumes is a toy controller: it implements only Provisioner.
+// volumes is a toy controller: Provisioner, plus VolumeLookup so csikit
+// can answer ValidateVolumeCapabilities (required of every controller).
 type volumes struct{}
+
+func (volumes) LookupVolume(_ context.Context, id string) error {
+	return status.Errorf(codes.NotFound, "volume %q does not exist", id) // a toy: it keeps nothing
+}
 
 func (volumes) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
 	id, _ := idempotency.ReservedID(ctx) // the journal's ID: retries get the same one
@@ -56,9 +64,32 @@ func ExampleNewServer() {
 	// serves NodePublishVolume: false
 }
 
+// A controller that can answer neither ValidateVolumeCapabilities nor a
+// volume lookup is not conformant: NewServer refuses it and says what to
+// implement.
+func ExampleNewServer_nonConformantController() {
+	type provisionerOnly struct{ csikit.Provisioner }
+	_, err := csikit.NewServer(provisionerOnly{volumes{}}, csikit.Options{Name: "toy.vendor.example", Version: "v1.0.0"})
+	fmt.Println(err != nil && strings.Contains(err.Error(), "implement csikit.VolumeLookup"))
+	// Output: true
+}
+
 // A driver name must follow the spec's rules; NewServer says what is wrong.
 func ExampleNewServer_invalidName() {
 	_, err := csikit.NewServer(volumes{}, csikit.Options{Name: "My_Driver", Version: "1"})
 	fmt.Println(err != nil)
 	// Output: true
+}
+
+// The level of each call's line comes from the RPC table: mutating RPCs at
+// Info, polling and read RPCs at Debug; failures by code. Pass your own
+// function as Options.LogLevel to change it.
+func ExampleDefaultLogLevel() {
+	fmt.Println(csikit.DefaultLogLevel(csi.Node_NodeGetVolumeStats_FullMethodName, codes.OK))
+	fmt.Println(csikit.DefaultLogLevel(csi.Controller_CreateVolume_FullMethodName, codes.OK))
+	fmt.Println(csikit.DefaultLogLevel(csi.Controller_CreateVolume_FullMethodName, codes.Internal))
+	// Output:
+	// DEBUG
+	// INFO
+	// ERROR
 }

@@ -3,11 +3,13 @@ package csikit
 import (
 	"log/slog"
 	"os"
+	"reflect"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 
 	"github.com/csikit/csikit/idempotency"
 )
@@ -82,6 +84,20 @@ type Options struct {
 	VolumeMountGroup bool
 	// Expansion is advertised for expanders (default ExpansionOnline).
 	Expansion Expansion
+	// Disable switches off driver interfaces the driver value implements,
+	// for features chosen at run time (a flag, a config file): the server
+	// serves, advertises and derives capabilities as if the value lacked
+	// them. One driver type then covers every combination, e.g.
+	//
+	//	if !cfg.attach {
+	//		opts.Disable = append(opts.Disable, reflect.TypeFor[csikit.ControllerPublisher]())
+	//	}
+	//
+	// Each entry must be one of this package's driver interfaces
+	// (Provisioner, ControllerPublisher, Modifier, NodeStager, VolumeLookup,
+	// …); NewServer refuses anything else.
+	Disable []reflect.Type
+
 	// Alpha opts in to alpha RPCs and capabilities of the spec. Without it
 	// they are neither advertised nor served, whatever the driver
 	// implements.
@@ -90,6 +106,10 @@ type Options struct {
 	// Logger receives one line per call and every error; nil discards.
 	// Secrets are stripped from everything it is given.
 	Logger *slog.Logger
+	// LogLevel picks the level of each call's "call finished" line from its
+	// full method name and status code. Nil means DefaultLogLevel: Debug for
+	// successful polling and read RPCs, Info for successful mutating ones.
+	LogLevel func(fullMethod string, code codes.Code) slog.Level
 	// Registry, when set, gets the csi_plugin_operations_seconds histogram
 	// and the other server metrics, and csikit_journal_healthy (1 or 0)
 	// when Journal reports its health (idempotency.HealthReporter, as
@@ -118,6 +138,13 @@ type Options struct {
 	DrainTimeout time.Duration
 	// UnaryInterceptors run after csikit's own, just before the driver.
 	UnaryInterceptors []grpc.UnaryServerInterceptor
+	// StreamInterceptors run after csikit's own stream interceptors, just
+	// before the handler, for the SnapshotMetadata service and streaming
+	// services registered through GRPCServer.
+	StreamInterceptors []grpc.StreamServerInterceptor
 	// ServerOptions are passed to grpc.NewServer after csikit's own.
+	// Interceptors given here (grpc.ChainUnaryInterceptor) run before
+	// csikit's chain for the CSI RPCs; use UnaryInterceptors to run after
+	// it.
 	ServerOptions []grpc.ServerOption
 }

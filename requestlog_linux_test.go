@@ -28,6 +28,8 @@ type loggingDriver struct {
 	own    *mount.Mounter // its own Logger
 }
 
+func (d *loggingDriver) LookupVolume(context.Context, string) error { return nil }
+
 func (d *loggingDriver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
 	logging.FromContext(ctx).Info("driver: creating", "name", r.GetName())
 	return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: "not-the-reserved-id"}}, nil

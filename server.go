@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"regexp"
+	"reflect"
 	"sync"
 	"time"
 
@@ -26,15 +26,13 @@ import (
 // Options.DrainTimeout is zero.
 const DefaultDrainTimeout = 30 * time.Second
 
-// driverName is the spec's rule for plugin names: at most 63 characters,
-// alphanumeric at both ends, dashes, dots and alphanumerics between.
-var driverName = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9.-]{0,61}[a-zA-Z0-9])?$`)
-
 // Server serves a driver over gRPC. Create it with NewServer; serve it once
 // with ListenAndServe or Serve.
 type Server struct {
 	opts     Options
-	d        *dispatch
+	driver   any
+	disabled map[reflect.Type]bool // Options.Disable
+	rpcs     map[string]*bound     // full method name → the table entry bound to driver
 	caps     Capabilities
 	served   map[string]bool // full method name → served (after alpha filtering)
 	vcfg     validation.Config
@@ -42,6 +40,7 @@ type Server struct {
 	metrics  *metrics.ServerMetrics
 	log      *slog.Logger
 	grpc     *grpc.Server
+	unary    []grpc.UnaryServerInterceptor // csikit's chain and Options.UnaryInterceptors
 	serveMu  sync.Mutex
 	serveRan bool
 }
@@ -55,8 +54,8 @@ func NewServer(driver any, opts Options) (*Server, error) {
 	if driver == nil {
 		return nil, errors.New("csikit: driver is nil")
 	}
-	if !driverName.MatchString(opts.Name) {
-		return nil, fmt.Errorf("csikit: driver name %q is not a valid CSI plugin name: at most 63 characters, alphanumeric at both ends, only alphanumerics, '-' and '.' between (e.g. block.vendor.example)", opts.Name)
+	if !validation.ValidPluginName(opts.Name) {
+		return nil, fmt.Errorf("csikit: driver name %q is not a valid CSI plugin name: %s (e.g. block.vendor.example)", opts.Name, validation.PluginNameRule)
 	}
 	if opts.Version == "" {
 		return nil, errors.New("csikit: Options.Version is required (CSI sidecars refuse an empty vendor_version)")
@@ -70,11 +69,13 @@ func NewServer(driver any, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	d := newDispatch(driver)
-	if !d.hasController() && !d.hasNode() && d.group == nil {
-		return nil, fmt.Errorf("csikit: driver %T implements no CSI service (a node plugin implements NodePublisher; a controller plugin at least one controller interface such as Provisioner)", driver)
+	_, node := driver.(NodePublisher)
+	for _, t := range opts.Disable {
+		if t == reflect.TypeFor[NodePublisher]() {
+			node = false
+		}
 	}
-	if d.hasNode() && d.nodeInfo == nil && opts.NodeID == "" {
+	if _, info := driver.(NodeInfoer); node && !info && opts.NodeID == "" {
 		return nil, errors.New("csikit: a node plugin needs Options.NodeID or a NodeGetInfo method (NodeInfoer)")
 	}
 	if len(opts.Topology) > 0 {
@@ -85,17 +86,20 @@ func NewServer(driver any, opts Options) (*Server, error) {
 	// Every line logged with a call's context carries its request ID,
 	// also the driver's own lines when it logs through *Context methods.
 	opts.Logger = slog.New(requestid.NewHandler(opts.Logger.Handler()))
-	s := &Server{opts: opts, d: d, log: opts.Logger}
-
-	alpha := alphaMethods()
-	s.served = d.served(&opts)
-	for m := range s.served {
-		if alpha[m] && !opts.Alpha {
-			s.served[m] = false
-		}
+	s := &Server{opts: opts, driver: driver, log: opts.Logger}
+	if err := s.setDisabled(); err != nil {
+		return nil, err
 	}
-	s.caps = deriveCapabilities(d, &opts, func(m string) bool { return s.served[m] })
-	s.vcfg = validationConfig(&opts, d, &s.caps)
+	s.bindTable()
+	if !s.servesService(csi.Controller_ServiceDesc.ServiceName) && !s.servesService(csi.Node_ServiceDesc.ServiceName) &&
+		!s.servesService(csi.GroupController_ServiceDesc.ServiceName) && !s.servesService(csi.SnapshotMetadata_ServiceDesc.ServiceName) {
+		return nil, fmt.Errorf("csikit: driver %T implements no CSI service (a node plugin implements NodePublisher; a controller plugin at least one controller interface such as Provisioner)", driver)
+	}
+	if s.servesService(csi.Controller_ServiceDesc.ServiceName) && !s.served[csi.Controller_ValidateVolumeCapabilities_FullMethodName] {
+		return nil, fmt.Errorf("csikit: driver %T is a controller plugin but cannot answer ValidateVolumeCapabilities, which the CSI spec requires of every controller: implement csikit.VolumeLookup (LookupVolume(ctx, volumeID) error: NotFound for an unknown volume; csikit then confirms capabilities from Options) or csikit.CapabilityValidator", driver)
+	}
+	s.caps = s.deriveCapabilities()
+	s.vcfg = validationConfig(&opts, implements[Snapshotter](s), &s.caps)
 
 	if err := s.buildChain(); err != nil {
 		return nil, err
@@ -104,7 +108,7 @@ func NewServer(driver any, opts Options) (*Server, error) {
 }
 
 // validationConfig translates Options into the validator's terms.
-func validationConfig(o *Options, d *dispatch, caps *Capabilities) validation.Config {
+func validationConfig(o *Options, snapshots bool, caps *Capabilities) validation.Config {
 	var c validation.Config
 	if o.VolumeModes&Mount != 0 {
 		c.AccessTypes |= validation.Mount
@@ -124,7 +128,7 @@ func validationConfig(o *Options, d *dispatch, caps *Capabilities) validation.Co
 				csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER)
 		}
 	}
-	c.ContentSources.Snapshot = d.snap != nil
+	c.ContentSources.Snapshot = snapshots
 	c.ContentSources.Volume = caps.HasController(csi.ControllerServiceCapability_RPC_CLONE_VOLUME)
 	c.StageUnstage = caps.HasNode(csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)
 	return c
@@ -223,5 +227,39 @@ func (s *Server) shutdown() {
 // when it has one, else ready. It lets a /healthz handler
 // (metrics.IdentityProbe) share the driver's readiness.
 func (s *Server) Probe(ctx context.Context, req *csi.ProbeRequest) (*csi.ProbeResponse, error) {
-	return identityService{s: s}.Probe(ctx, req)
+	if err := journalHealthy(s); err != nil {
+		return nil, err
+	}
+	if p, ok := s.driver.(Prober); ok {
+		return p.Probe(ctx, req)
+	}
+	return probeReady(s, ctx, req)
+}
+
+// driverInterfaces are the interfaces Options.Disable may name.
+func driverInterfaces() map[reflect.Type]bool {
+	m := map[reflect.Type]bool{reflect.TypeFor[VolumeLookup](): true}
+	for i := range rpcs {
+		if rpcs[i].iface != nil {
+			m[rpcs[i].iface] = true
+		}
+	}
+	return m
+}
+
+// setDisabled checks Options.Disable: each entry must be one of this
+// package's driver interfaces.
+func (s *Server) setDisabled() error {
+	if len(s.opts.Disable) == 0 {
+		return nil
+	}
+	known := driverInterfaces()
+	s.disabled = make(map[reflect.Type]bool, len(s.opts.Disable))
+	for _, t := range s.opts.Disable {
+		if t == nil || !known[t] {
+			return fmt.Errorf("csikit: Options.Disable: %v is not a csikit driver interface (want e.g. reflect.TypeFor[csikit.ControllerPublisher]())", t)
+		}
+		s.disabled[t] = true
+	}
+	return nil
 }

@@ -35,10 +35,13 @@ type Server struct {
 	Endpoint string
 	// Conn is a client connection to the socket.
 	Conn *grpc.ClientConn
-	// Identity, Controller, Node and GroupController are clients on Conn.
-	Identity        csi.IdentityClient
-	Controller      csi.ControllerClient
-	Node            csi.NodeClient
+	// Identity is an Identity client on Conn.
+	Identity csi.IdentityClient
+	// Controller is a Controller client on Conn.
+	Controller csi.ControllerClient
+	// Node is a Node client on Conn.
+	Node csi.NodeClient
+	// GroupController is a GroupController client on Conn.
 	GroupController csi.GroupControllerClient
 
 	dir    string

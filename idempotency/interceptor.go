@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"strings"
 	"time"
 
@@ -24,6 +25,9 @@ type Interceptor struct {
 func New(o Options) (*Interceptor, error) {
 	o = o.withDefaults()
 	keys := DefaultKeys()
+	if o.BaseKeys != nil {
+		keys = maps.Clone(o.BaseKeys)
+	}
 	for m, f := range o.Keys {
 		if !strings.HasPrefix(m, "/") || strings.Count(m, "/") != 2 {
 			return nil, fmt.Errorf("idempotency: Keys: %q is not a gRPC full method name like %q", m, csi.Controller_CreateVolume_FullMethodName)

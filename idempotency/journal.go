@@ -38,6 +38,8 @@ func (k Kind) valid() bool { return k >= KindVolume && k <= KindGroupSnapshot }
 
 // Reservation asks a journal to bind Name to an ID.
 type Reservation struct {
+	// Kind is what is being created (a volume, a snapshot, …); names of
+	// different kinds never collide.
 	Kind Kind
 	// Name is the CO's name for the object (CreateVolumeRequest.Name).
 	Name string
@@ -50,9 +52,14 @@ type Reservation struct {
 
 // Record is what a journal knows about one name.
 type Record struct {
-	Kind        Kind
-	Name        string
-	ID          string
+	// Kind is the kind of object the name belongs to.
+	Kind Kind
+	// Name is the CO's name for the object.
+	Name string
+	// ID is the ID bound to Name.
+	ID string
+	// Fingerprint identifies the parameters of the request that reserved
+	// Name; a retry with another fingerprint is AlreadyExists.
 	Fingerprint []byte
 	// Committed is true once the driver's create call succeeded.
 	Committed bool

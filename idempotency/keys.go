@@ -8,7 +8,9 @@ import (
 
 // Lock is one key an RPC must hold, and how.
 type Lock struct {
-	Key  Key
+	// Key is the thing locked.
+	Key Key
+	// Mode says whether the lock is shared or exclusive.
 	Mode Mode
 }
 
@@ -35,26 +37,32 @@ type KeyFunc func(ctx context.Context, req any) []Lock
 //     operation lock, so it fails while a volume is restored from it.
 //   - CreateVolumeGroupSnapshot: the group name and Shared on every source.
 //   - DeleteVolumeGroupSnapshot: the group ID and every member snapshot ID.
+//   - GetMetadataAllocated, GetMetadataDelta: Shared on the source-snapshot
+//     operation lock of each snapshot read (applied by the stream
+//     interceptor).
 //
 // Read-only RPCs (List*, Get*, Validate*, stats, health) take no lock.
 func DefaultKeys() map[string]KeyFunc {
 	return map[string]KeyFunc{
-		csi.Controller_CreateVolume_FullMethodName:              createVolumeKeys,
-		csi.Controller_DeleteVolume_FullMethodName:              deleteVolumeKeys,
-		csi.Controller_ControllerExpandVolume_FullMethodName:    expandVolumeKeys,
-		csi.Controller_ControllerPublishVolume_FullMethodName:   volumeIDKeys,
-		csi.Controller_ControllerUnpublishVolume_FullMethodName: volumeIDKeys,
-		csi.Controller_ControllerModifyVolume_FullMethodName:    volumeIDKeys,
-		csi.Controller_CreateSnapshot_FullMethodName:            createSnapshotKeys,
-		csi.Controller_DeleteSnapshot_FullMethodName:            deleteSnapshotKeys,
-		csi.Node_NodeStageVolume_FullMethodName:                 volumeIDKeys,
-		csi.Node_NodeUnstageVolume_FullMethodName:               volumeIDKeys,
-		csi.Node_NodeExpandVolume_FullMethodName:                volumeIDKeys,
-		csi.Node_NodePublishVolume_FullMethodName:               nodePublishKeys,
-		csi.Node_NodeUnpublishVolume_FullMethodName:             nodePublishKeys,
+		csi.Controller_CreateVolume_FullMethodName:              CreateVolumeKeys,
+		csi.Controller_DeleteVolume_FullMethodName:              DeleteVolumeKeys,
+		csi.Controller_ControllerExpandVolume_FullMethodName:    ExpandVolumeKeys,
+		csi.Controller_ControllerPublishVolume_FullMethodName:   VolumeIDKeys,
+		csi.Controller_ControllerUnpublishVolume_FullMethodName: VolumeIDKeys,
+		csi.Controller_ControllerModifyVolume_FullMethodName:    VolumeIDKeys,
+		csi.Controller_CreateSnapshot_FullMethodName:            CreateSnapshotKeys,
+		csi.Controller_DeleteSnapshot_FullMethodName:            DeleteSnapshotKeys,
+		csi.Node_NodeStageVolume_FullMethodName:                 VolumeIDKeys,
+		csi.Node_NodeUnstageVolume_FullMethodName:               VolumeIDKeys,
+		csi.Node_NodeExpandVolume_FullMethodName:                VolumeIDKeys,
+		csi.Node_NodePublishVolume_FullMethodName:               NodePublishKeys,
+		csi.Node_NodeUnpublishVolume_FullMethodName:             NodePublishKeys,
 
-		csi.GroupController_CreateVolumeGroupSnapshot_FullMethodName: createGroupKeys,
-		csi.GroupController_DeleteVolumeGroupSnapshot_FullMethodName: deleteGroupKeys,
+		csi.GroupController_CreateVolumeGroupSnapshot_FullMethodName: CreateGroupSnapshotKeys,
+		csi.GroupController_DeleteVolumeGroupSnapshot_FullMethodName: DeleteGroupSnapshotKeys,
+
+		csi.SnapshotMetadata_GetMetadataAllocated_FullMethodName: SnapshotReadKeys,
+		csi.SnapshotMetadata_GetMetadataDelta_FullMethodName:     SnapshotReadKeys,
 	}
 }
 
@@ -66,7 +74,9 @@ func shared(space, id string) Lock {
 // volumeIDer is satisfied by every request that carries a volume ID.
 type volumeIDer interface{ GetVolumeId() string }
 
-func volumeIDKeys(_ context.Context, req any) []Lock {
+// VolumeIDKeys locks the request's volume ID exclusively (publish,
+// unpublish, modify, stage, unstage, node expansion).
+func VolumeIDKeys(_ context.Context, req any) []Lock {
 	r, ok := req.(volumeIDer)
 	if !ok {
 		return nil
@@ -74,7 +84,8 @@ func volumeIDKeys(_ context.Context, req any) []Lock {
 	return []Lock{excl(SpaceVolume, r.GetVolumeId())}
 }
 
-func nodePublishKeys(_ context.Context, req any) []Lock {
+// NodePublishKeys locks the volume ID and the target path exclusively.
+func NodePublishKeys(_ context.Context, req any) []Lock {
 	switch r := req.(type) {
 	case *csi.NodePublishVolumeRequest:
 		return []Lock{excl(SpaceVolume, r.GetVolumeId()), excl(SpacePath, r.GetTargetPath())}
@@ -84,7 +95,9 @@ func nodePublishKeys(_ context.Context, req any) []Lock {
 	return nil
 }
 
-func createVolumeKeys(_ context.Context, req any) []Lock {
+// CreateVolumeKeys locks the volume name exclusively and the source
+// volume or snapshot shared when cloning or restoring.
+func CreateVolumeKeys(_ context.Context, req any) []Lock {
 	r, ok := req.(*csi.CreateVolumeRequest)
 	if !ok {
 		return nil
@@ -100,7 +113,9 @@ func createVolumeKeys(_ context.Context, req any) []Lock {
 	return locks
 }
 
-func deleteVolumeKeys(_ context.Context, req any) []Lock {
+// DeleteVolumeKeys locks the volume ID and its source-volume operation
+// lock exclusively, so it fails while a snapshot or clone is taken from it.
+func DeleteVolumeKeys(_ context.Context, req any) []Lock {
 	r, ok := req.(*csi.DeleteVolumeRequest)
 	if !ok {
 		return nil
@@ -108,7 +123,8 @@ func deleteVolumeKeys(_ context.Context, req any) []Lock {
 	return []Lock{excl(SpaceVolume, r.GetVolumeId()), excl(SpaceSourceVolume, r.GetVolumeId())}
 }
 
-func expandVolumeKeys(_ context.Context, req any) []Lock {
+// ExpandVolumeKeys locks like DeleteVolumeKeys.
+func ExpandVolumeKeys(_ context.Context, req any) []Lock {
 	r, ok := req.(*csi.ControllerExpandVolumeRequest)
 	if !ok {
 		return nil
@@ -116,7 +132,9 @@ func expandVolumeKeys(_ context.Context, req any) []Lock {
 	return []Lock{excl(SpaceVolume, r.GetVolumeId()), excl(SpaceSourceVolume, r.GetVolumeId())}
 }
 
-func createSnapshotKeys(_ context.Context, req any) []Lock {
+// CreateSnapshotKeys locks the snapshot name exclusively and the source
+// volume shared.
+func CreateSnapshotKeys(_ context.Context, req any) []Lock {
 	r, ok := req.(*csi.CreateSnapshotRequest)
 	if !ok {
 		return nil
@@ -124,7 +142,10 @@ func createSnapshotKeys(_ context.Context, req any) []Lock {
 	return []Lock{excl(SpaceSnapshotName, r.GetName()), shared(SpaceSourceVolume, r.GetSourceVolumeId())}
 }
 
-func deleteSnapshotKeys(_ context.Context, req any) []Lock {
+// DeleteSnapshotKeys locks the snapshot ID and its source-snapshot
+// operation lock exclusively, so it fails while a volume is restored from
+// it or its metadata is read.
+func DeleteSnapshotKeys(_ context.Context, req any) []Lock {
 	r, ok := req.(*csi.DeleteSnapshotRequest)
 	if !ok {
 		return nil
@@ -132,7 +153,9 @@ func deleteSnapshotKeys(_ context.Context, req any) []Lock {
 	return []Lock{excl(SpaceSnapshot, r.GetSnapshotId()), excl(SpaceSourceSnapshot, r.GetSnapshotId())}
 }
 
-func createGroupKeys(_ context.Context, req any) []Lock {
+// CreateGroupSnapshotKeys locks the group name exclusively and every
+// source volume shared.
+func CreateGroupSnapshotKeys(_ context.Context, req any) []Lock {
 	r, ok := req.(*csi.CreateVolumeGroupSnapshotRequest)
 	if !ok {
 		return nil
@@ -144,7 +167,9 @@ func createGroupKeys(_ context.Context, req any) []Lock {
 	return locks
 }
 
-func deleteGroupKeys(_ context.Context, req any) []Lock {
+// DeleteGroupSnapshotKeys locks the group ID and every member snapshot
+// exclusively.
+func DeleteGroupSnapshotKeys(_ context.Context, req any) []Lock {
 	r, ok := req.(*csi.DeleteVolumeGroupSnapshotRequest)
 	if !ok {
 		return nil
@@ -154,6 +179,21 @@ func deleteGroupKeys(_ context.Context, req any) []Lock {
 		locks = append(locks, excl(SpaceSnapshot, id), excl(SpaceSourceSnapshot, id))
 	}
 	return locks
+}
+
+// SnapshotReadKeys holds a shared lock on the source-snapshot operation
+// lock of every snapshot a SnapshotMetadata request reads (snapshot_id, or
+// base_snapshot_id and target_snapshot_id), so DeleteSnapshot fails with
+// Aborted while the snapshot's metadata is streamed, and concurrent reads
+// do not exclude each other.
+func SnapshotReadKeys(_ context.Context, req any) []Lock {
+	switch r := req.(type) {
+	case *csi.GetMetadataAllocatedRequest:
+		return []Lock{shared(SpaceSourceSnapshot, r.GetSnapshotId())}
+	case *csi.GetMetadataDeltaRequest:
+		return []Lock{shared(SpaceSourceSnapshot, r.GetBaseSnapshotId()), shared(SpaceSourceSnapshot, r.GetTargetSnapshotId())}
+	}
+	return nil
 }
 
 // dedup drops repeated IDs so one request never conflicts with itself.

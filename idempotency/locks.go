@@ -33,8 +33,10 @@ func (m Mode) String() string {
 // `volume "vol-1"`. Both parts are opaque: they are compared, hashed and
 // printed quoted, never interpreted.
 type Key struct {
+	// Space is the key's namespace, e.g. "volume" or "name".
 	Space string
-	ID    string
+	// ID is the thing's identifier within Space.
+	ID string
 }
 
 // The key spaces the default key functions use. Drivers may invent their own.

@@ -15,9 +15,13 @@ type Options struct {
 	// CreateSnapshot and CreateVolumeGroupSnapshot. Nil means locks only:
 	// no reservations, ReservedID reports false.
 	Journal Journal
+	// BaseKeys are the key functions Keys amends, by gRPC full method
+	// name. Nil means DefaultKeys(); csikit.NewServer passes its RPC
+	// table's.
+	BaseKeys map[string]KeyFunc
 	// Keys overrides the key function of an RPC, by gRPC full method name
 	// (csi.Controller_CreateVolume_FullMethodName, ...). A nil value turns
-	// locking off for that RPC; methods not listed keep DefaultKeys.
+	// locking off for that RPC; methods not listed keep BaseKeys.
 	Keys map[string]KeyFunc
 	// NewID returns a fresh volume ID for a reservation of name. It must be
 	// unique per name; it is called for every create, even retries, and its

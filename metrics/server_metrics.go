@@ -172,3 +172,30 @@ func (m *ServerMetrics) observe(mm *methodMetrics, c codes.Code, d time.Duration
 	}
 	(*p).Observe(d.Seconds())
 }
+
+// StreamServerInterceptor is the stream variant of UnaryServerInterceptor:
+// a streaming call is timed from start to the handler's return and counted
+// under its status code; a panicking handler counts as Internal.
+func (m *ServerMetrics) StreamServerInterceptor() grpc.StreamServerInterceptor {
+	if m == nil {
+		return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+			return handler(srv, ss)
+		}
+	}
+	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		mm := m.method(info.FullMethod)
+		mm.inflight.Inc()
+		start := time.Now()
+		returned := false
+		defer func() {
+			mm.inflight.Dec()
+			if !returned {
+				m.observe(mm, codes.Internal, time.Since(start))
+			}
+		}()
+		err := handler(srv, ss)
+		returned = true
+		m.observe(mm, status.Code(err), time.Since(start))
+		return err
+	}
+}

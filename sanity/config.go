@@ -55,6 +55,10 @@ const (
 	SecretLogs
 	// Hygiene: no mounts left under the test paths, no leaked goroutines.
 	Hygiene
+	// SnapshotMetadata: GetMetadataAllocated and GetMetadataDelta on block
+	// volumes (ranges valid, sorted, inside the volume; starting_offset and
+	// max_results honoured; writes show up at their offsets).
+	SnapshotMetadata
 
 	// AllAreas is every area.
 	AllAreas Area = 1<<iota - 1

@@ -1,17 +1,14 @@
 package sanity
 
 import (
-	"regexp"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-)
 
-// pluginName is the spec's rule for plugin names: at most 63 characters,
-// alphanumeric at both ends, '-', '.' and alphanumerics between.
-var pluginName = regexp.MustCompile(`^[a-zA-Z0-9]([a-zA-Z0-9.-]{0,61}[a-zA-Z0-9])?$`)
+	"github.com/csikit/csikit/csi/validation"
+)
 
 // identityCases covers the Identity service.
 func identityCases(t *testing.T, s *suite) {
@@ -19,7 +16,7 @@ func identityCases(t *testing.T, s *suite) {
 		req := &csi.GetPluginInfoRequest{}
 		resp, err := call(s, s.id.GetPluginInfo, req)
 		must(t, "GetPluginInfo", req, err, rule("GetPluginInfo", "every plugin MUST implement it"))
-		expect(t, pluginName.MatchString(resp.GetName()), "GetPluginInfo", req,
+		expect(t, validation.ValidPluginName(resp.GetName()), "GetPluginInfo", req,
 			rule("GetPluginInfo", "name is REQUIRED, at most 63 characters, domain-name notation, alphanumeric at both ends"),
 			"name %q, want a valid plugin name", resp.GetName())
 		expect(t, resp.GetVendorVersion() != "", "GetPluginInfo", req,

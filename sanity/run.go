@@ -12,7 +12,7 @@ import (
 // Run tests target against the CSI spec as configured by cfg, as plain
 // subtests of t: Identity once, then, for each access type of
 // cfg.AccessType, the Controller, Snapshots, Expansion, Modify, Node,
-// GroupController, DataPath, Pagination, Concurrency and Restart areas,
+// GroupController, SnapshotMetadata, DataPath, Pagination, Concurrency and Restart areas,
 // then SecretLogs and Hygiene over the whole run. Run returns when every
 // case has finished and the in-process driver, if any, has stopped.
 func Run(t *testing.T, target Target, cfg Config) {
@@ -79,6 +79,7 @@ func Run(t *testing.T, target Target, cfg Config) {
 			area(Modify, "Modify", modifyCases)
 			area(Node, "Node", nodeCases)
 			area(GroupController, "GroupController", groupCases)
+			area(SnapshotMetadata, "SnapshotMetadata", snapshotMetadataCases)
 			area(DataPath, "DataPath", dataPathCases)
 			area(Pagination, "Pagination", paginationCases)
 			area(Concurrency, "Concurrency", concurrencyCases)

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"sort"
 	"strconv"
 	"strings"
@@ -116,20 +118,51 @@ type errorRecord struct{ method, code, msg string }
 // every failed call.
 func (l *errorLog) intercept(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
 	err := invoker(ctx, method, req, reply, cc, opts...)
+	l.add(method, err)
+	return err
+}
+
+// interceptStream is intercept for streaming calls (SnapshotMetadata):
+// the error opening the stream and the one ending it are recorded.
+func (l *errorLog) interceptStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	cs, err := streamer(ctx, desc, cc, method, opts...)
 	if err != nil {
-		st := status.Convert(err)
-		r := errorRecord{method: method, code: st.Code().String(), msg: st.Message()}
-		l.mu.Lock()
-		if l.seen == nil {
-			l.seen = map[errorRecord]bool{}
-		}
-		if !l.seen[r] {
-			l.seen[r] = true
-			l.list = append(l.list, r)
-		}
-		l.mu.Unlock()
+		l.add(method, err)
+		return nil, err
+	}
+	return &loggedClientStream{ClientStream: cs, l: l, method: method}, nil
+}
+
+type loggedClientStream struct {
+	grpc.ClientStream
+	l      *errorLog
+	method string
+}
+
+func (s *loggedClientStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if err != nil && !errors.Is(err, io.EOF) {
+		s.l.add(s.method, err)
 	}
 	return err
+}
+
+// add records err's status message once per method, code and message.
+func (l *errorLog) add(method string, err error) {
+	if err == nil {
+		return
+	}
+	st := status.Convert(err)
+	r := errorRecord{method: method, code: st.Code().String(), msg: st.Message()}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.seen == nil {
+		l.seen = map[errorRecord]bool{}
+	}
+	if !l.seen[r] {
+		l.seen[r] = true
+		l.list = append(l.list, r)
+	}
 }
 
 // records returns the errors recorded so far.

@@ -94,7 +94,7 @@ func (tg Target) launch(cfg *Config) (*instance, error) {
 		addr = "unix://" + in.sock
 	}
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithChainUnaryInterceptor(in.errs.intercept))
+		grpc.WithChainUnaryInterceptor(in.errs.intercept), grpc.WithChainStreamInterceptor(in.errs.interceptStream))
 	if err != nil {
 		in.close()
 		return nil, err

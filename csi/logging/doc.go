@@ -8,7 +8,12 @@
 // expected outcomes such as NotFound or Aborted, Warn for rejected or failed
 // requests, Error for Internal, Unknown and DataLoss). When Debug is enabled
 // it also writes "call started" with the request, and adds the response to
-// the finished line.
+// the finished line. Options.Level replaces CodeToLevel with a choice by
+// method and code.
+//
+// StreamServerInterceptor does the same for streaming calls: one "call
+// finished" line per stream with the number of messages sent; at Debug a
+// "call started" line with the first request received.
 //
 // The interceptor also makes the logger the call's logger: FromContext(ctx)
 // returns it with the call's request ID and method on every record, so a

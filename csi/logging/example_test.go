@@ -87,3 +87,48 @@ func ExampleUnaryServerInterceptor_klog() {
 	interceptor := logging.UnaryServerInterceptor(logger, logging.Options{})
 	_ = grpc.NewServer(grpc.ChainUnaryInterceptor(requestid.UnaryServerInterceptor(), interceptor))
 }
+
+// oneRequest is the stream a handler gets: one request, sends counted.
+type oneRequest struct {
+	grpc.ServerStream
+	req *csi.GetMetadataAllocatedRequest
+}
+
+func (oneRequest) Context() context.Context { return context.Background() }
+func (s oneRequest) RecvMsg(m any) error {
+	*m.(*csi.GetMetadataAllocatedRequest) = csi.GetMetadataAllocatedRequest{SnapshotId: s.req.GetSnapshotId(), Secrets: s.req.GetSecrets()}
+	return nil
+}
+func (oneRequest) SendMsg(any) error { return nil }
+
+func ExampleStreamServerInterceptor() {
+	logger := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey || a.Key == logging.KeyDuration {
+				return slog.Attr{} // keep the output stable
+			}
+			return a
+		},
+	}))
+	interceptor := logging.StreamServerInterceptor(logger, logging.Options{
+		// Every streaming call at Info, so this example prints a line.
+		Level: func(string, codes.Code) slog.Level { return slog.LevelInfo },
+	})
+	// On a server: grpc.NewServer(grpc.ChainStreamInterceptor(..., interceptor, ...)).
+	info := &grpc.StreamServerInfo{FullMethod: csi.SnapshotMetadata_GetMetadataAllocated_FullMethodName, IsServerStream: true}
+	req := &csi.GetMetadataAllocatedRequest{SnapshotId: "snap-1", Secrets: map[string]string{"token": "t0p-secret"}}
+	_ = interceptor(nil, oneRequest{req: req}, info, func(_ any, ss grpc.ServerStream) error {
+		var r csi.GetMetadataAllocatedRequest
+		if err := ss.RecvMsg(&r); err != nil {
+			return err
+		}
+		for range 2 {
+			if err := ss.SendMsg(&csi.GetMetadataAllocatedResponse{}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	// Output:
+	// level=INFO msg="call finished" method=/csi.v1.SnapshotMetadata/GetMetadataAllocated code=OK sent=2
+}

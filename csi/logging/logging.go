@@ -32,26 +32,38 @@ const (
 // call's logger (FromContext); see the package documentation. A nil logger
 // logs nothing and installs no logger.
 func UnaryServerInterceptor(logger *slog.Logger, opts Options) grpc.UnaryServerInterceptor {
+	return newCallLogger(logger, opts).intercept
+}
+
+func newCallLogger(logger *slog.Logger, opts Options) *callLogger {
 	var h slog.Handler = slog.DiscardHandler
 	if logger != nil {
 		h = logger.Handler()
 	}
-	levelFor := opts.CodeToLevel
-	if levelFor == nil {
-		levelFor = DefaultCodeToLevel
+	l := &callLogger{h: h, level: opts.Level}
+	if l.level == nil {
+		levelFor := opts.CodeToLevel
+		if levelFor == nil {
+			levelFor = DefaultCodeToLevel
+		}
+		l.level = func(_ string, c codes.Code) slog.Level { return levelFor(c) }
+		// The highest level any code maps to: below it, nothing is ever
+		// written.
+		l.maxLevel = slog.LevelDebug
+		for c := codes.OK; c <= codes.Unauthenticated; c++ {
+			l.maxLevel = max(l.maxLevel, levelFor(c))
+		}
+		l.bounded = true
 	}
-	// The highest level any code maps to: below it, nothing is ever written.
-	maxLevel := slog.LevelDebug
-	for c := codes.OK; c <= codes.Unauthenticated; c++ {
-		maxLevel = max(maxLevel, levelFor(c))
-	}
-	l := &callLogger{h: h, levelFor: levelFor, maxLevel: maxLevel, scoped: logger != nil}
-	return l.intercept
+	l.scoped = logger != nil
+	return l
 }
 
 type callLogger struct {
-	h        slog.Handler
-	levelFor func(codes.Code) slog.Level
+	h     slog.Handler
+	level func(method string, c codes.Code) slog.Level
+	// bounded says maxLevel is the highest level a line can have.
+	bounded  bool
 	maxLevel slog.Level
 	scoped   bool // put the call's logger in ctx (FromContext)
 }
@@ -60,7 +72,7 @@ func (l *callLogger) intercept(ctx context.Context, req any, info *grpc.UnarySer
 	if l.scoped {
 		ctx = logctx.NewContext(ctx, l.h, info.FullMethod, requestid.FromContext)
 	}
-	if !l.h.Enabled(ctx, l.maxLevel) {
+	if l.bounded && !l.h.Enabled(ctx, l.maxLevel) {
 		return handler(ctx, req)
 	}
 	start := time.Now()
@@ -74,7 +86,7 @@ func (l *callLogger) intercept(ctx context.Context, req any, info *grpc.UnarySer
 	resp, err := handler(ctx, req)
 
 	code := status.Code(err)
-	level := l.levelFor(code)
+	level := l.level(info.FullMethod, code)
 	if !l.h.Enabled(ctx, level) {
 		return resp, err
 	}

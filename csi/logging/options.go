@@ -6,12 +6,17 @@ import (
 	"google.golang.org/grpc/codes"
 )
 
-// Options configures UnaryServerInterceptor. The zero value uses
+// Options configures UnaryServerInterceptor and StreamServerInterceptor. The zero value uses
 // DefaultCodeToLevel.
 type Options struct {
 	// CodeToLevel picks the level of a call's "call finished" line from its
 	// status code. Nil means DefaultCodeToLevel.
 	CodeToLevel func(codes.Code) slog.Level
+	// Level, when set, picks the level of the "call finished" line from the
+	// call's full method name and status code, and CodeToLevel is not used.
+	// csikit.Server uses it to log polling RPCs at Debug and mutating ones
+	// at Info.
+	Level func(fullMethod string, c codes.Code) slog.Level
 }
 
 // DefaultCodeToLevel is the level of a call's line by status code:

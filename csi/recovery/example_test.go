@@ -27,3 +27,24 @@ func ExampleUnaryServerInterceptor() {
 	// Internal 1
 	// internal error in /csi.v1.Controller/CreateVolume; see the plugin's log
 }
+
+// exampleStream is the stream a handler gets; only its context is used here.
+type exampleStream struct{ grpc.ServerStream }
+
+func (exampleStream) Context() context.Context { return context.Background() }
+
+func ExampleStreamServerInterceptor() {
+	panics := 0
+	interceptor := recovery.StreamServerInterceptor(recovery.Options{
+		Logger:  slog.New(slog.DiscardHandler), // use the driver's logger
+		OnPanic: func(context.Context, string, any) { panics++ },
+	})
+	// On a server: grpc.NewServer(grpc.ChainStreamInterceptor(..., interceptor, ...)).
+	info := &grpc.StreamServerInfo{FullMethod: "/csi.v1.SnapshotMetadata/GetMetadataAllocated", IsServerStream: true}
+	err := interceptor(nil, exampleStream{}, info, func(any, grpc.ServerStream) error {
+		panic("driver bug")
+	})
+	fmt.Println(status.Code(err), panics)
+	// Output:
+	// Internal 1
+}

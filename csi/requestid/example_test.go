@@ -75,3 +75,23 @@ func ExampleFromContext() {
 	// trace-42 true
 	// false
 }
+
+// idStream is the stream a handler gets; only its context is used here.
+type idStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (s idStream) Context() context.Context { return s.ctx }
+
+func ExampleStreamServerInterceptor() {
+	interceptor := requestid.StreamServerInterceptor()
+	// On a server: grpc.NewServer(grpc.ChainStreamInterceptor(interceptor, ...)).
+	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(requestid.MetadataKey, "backup-run-17"))
+	_ = interceptor(nil, idStream{ctx: ctx}, &grpc.StreamServerInfo{}, func(_ any, ss grpc.ServerStream) error {
+		id, _ := requestid.FromContext(ss.Context())
+		fmt.Println(id)
+		return nil
+	})
+	// Output: backup-run-17
+}

@@ -154,3 +154,34 @@ func (r *Redactor) redactFields(m protoreflect.Message) bool {
 	})
 	return changed
 }
+
+// StreamServerInterceptor is UnaryServerInterceptor for streaming calls:
+// the error a handler returns is redacted against every request message the
+// server received on the stream.
+func StreamServerInterceptor() grpc.StreamServerInterceptor {
+	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+		rs := &recordingStream{ServerStream: ss}
+		err := handler(srv, rs)
+		if err != nil && len(rs.reqs) > 0 {
+			err = RedactError(err, rs.reqs...)
+		}
+		return err
+	}
+}
+
+// recordingStream keeps the requests received, for redaction. Streams in
+// CSI are server-streaming (one request), so this holds one message.
+type recordingStream struct {
+	grpc.ServerStream
+	reqs []proto.Message
+}
+
+func (s *recordingStream) RecvMsg(m any) error {
+	if err := s.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	if pm, ok := m.(proto.Message); ok {
+		s.reqs = append(s.reqs, pm)
+	}
+	return nil
+}

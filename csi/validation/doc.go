@@ -6,7 +6,9 @@
 // SnapshotMetadata services of CSI v1.14, the rules its request must obey:
 // required IDs and names, required capabilities, capacity ranges, node
 // paths, page sizes. [UnaryServerInterceptor] and [StreamServerInterceptor]
-// apply the same table on any *grpc.Server.
+// apply the same table on any *grpc.Server; [Lookup] hands out one RPC's
+// rule for callers that resolve it once (csikit.Server does).
+// [ValidPluginName] is the spec's rule for plugin names.
 //
 // Invariants:
 //
@@ -17,7 +19,9 @@
 //     NotFound there), and a NodePublishVolume without staging_target_path
 //     on a driver that stages volumes, which gets codes.FailedPrecondition
 //     as the spec's error table says (not for CSI ephemeral inline volumes,
-//     which kubelet never stages). A request of the wrong Go type for its method is a
+//     which kubelet never stages), and a negative starting_offset of the
+//     SnapshotMetadata RPCs, which gets codes.OutOfRange as their error
+//     tables say. A request of the wrong Go type for its method is a
 //     wiring bug and gets codes.Internal. Methods missing from the table
 //     pass (nil).
 //   - Every message has the form "<RPC>: <field> <problem>", for example

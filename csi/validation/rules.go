@@ -1,6 +1,9 @@
 package validation
 
-import "github.com/container-storage-interface/spec/lib/go/csi"
+import (
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+)
 
 // A rule checks one field of a request. The table in table.go lists, per
 // RPC, the rules its request must obey, in the order they are checked.
@@ -189,10 +192,17 @@ func nonNegative32[T any](field string, get func(T) int32) rule {
 	}}
 }
 
-func nonNegative64[T any](field string, get func(T) int64) rule {
+// startingOffset is SnapshotMetadata's starting_offset: a negative one is
+// OUT_OF_RANGE, as the spec's error tables say (not INVALID_ARGUMENT). One
+// beyond the volume's size is OUT_OF_RANGE too, but only the driver knows
+// the size.
+func startingOffset[T any](field string, get func(T) int64) rule {
 	return rule{field, func(req any, _ *Config) problem {
 		t, _ := req.(T)
-		return checkNonNegative(get(t))
+		if n := get(t); n < 0 {
+			return problem{code: codes.OutOfRange, what: "must not be negative, got %d", args: []any{n}}
+		}
+		return passed
 	}}
 }
 

@@ -322,7 +322,7 @@ func TestOtherRules(t *testing.T) {
 		}, codes.InvalidArgument, "ControllerListVolumeHealth: max_entries must not be negative, got -7"},
 		{"metadata negative offset", csi.SnapshotMetadata_GetMetadataAllocated_FullMethodName, nil, func(m proto.Message) {
 			m.(*csi.GetMetadataAllocatedRequest).StartingOffset = -4096
-		}, codes.InvalidArgument, "GetMetadataAllocated: starting_offset must not be negative, got -4096"},
+		}, codes.OutOfRange, "GetMetadataAllocated: starting_offset must not be negative, got -4096"},
 		{"unpublish reason with node", csi.Controller_ControllerUnpublishVolume_FullMethodName, nil, func(m proto.Message) {
 			m.(*csi.ControllerUnpublishVolumeRequest).Reason = csi.ControllerUnpublishVolumeRequest_NODE_OUT_OF_SERVICE
 		}, codes.OK, ""},

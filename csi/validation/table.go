@@ -145,13 +145,13 @@ var table = map[string]method{
 	// SnapshotMetadata (server-streaming; see StreamServerInterceptor).
 	csi.SnapshotMetadata_GetMetadataAllocated_FullMethodName: on[metadataAllocated]("GetMetadataAllocated",
 		requiredID("snapshot_id", metadataAllocated.GetSnapshotId),
-		nonNegative64("starting_offset", metadataAllocated.GetStartingOffset),
+		startingOffset("starting_offset", metadataAllocated.GetStartingOffset),
 		nonNegative32("max_results", metadataAllocated.GetMaxResults),
 	),
 	csi.SnapshotMetadata_GetMetadataDelta_FullMethodName: on[metadataDelta]("GetMetadataDelta",
 		requiredID("base_snapshot_id", metadataDelta.GetBaseSnapshotId),
 		requiredID("target_snapshot_id", metadataDelta.GetTargetSnapshotId),
-		nonNegative64("starting_offset", metadataDelta.GetStartingOffset),
+		startingOffset("starting_offset", metadataDelta.GetStartingOffset),
 		nonNegative32("max_results", metadataDelta.GetMaxResults),
 	),
 

@@ -20,6 +20,24 @@ func Validate(fullMethod string, req any, cfg *Config) error {
 	if !ok {
 		return nil
 	}
+	return m.validate(req, cfg)
+}
+
+// A Rule checks the request of one RPC like [Validate] does for that RPC.
+// A nil cfg means the zero Config.
+type Rule func(req any, cfg *Config) error
+
+// Lookup returns the Rule of the RPC fullMethod, without a table lookup per
+// call; ok is false for methods the table does not know.
+func Lookup(fullMethod string) (r Rule, ok bool) {
+	m, ok := table[fullMethod]
+	if !ok {
+		return nil, false
+	}
+	return m.validate, true
+}
+
+func (m method) validate(req any, cfg *Config) error {
 	if !m.is(req) {
 		return status.Errorf(codes.Internal, "%s: validation got a request of type %T, not the method's request type", m.rpc, req)
 	}

@@ -7,6 +7,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/csikit/csikit/csi/validation"
 )
 
 // APIVersion and Kind identify the object this package emits.
@@ -89,8 +91,8 @@ type Object struct {
 // Validate applies the API server's rules for the fields Object holds and
 // returns InvalidArgument naming the first violation.
 func (o *Object) Validate() error {
-	if !validDriverName(o.Name) {
-		return invalid("metadata.name %q: want the CSI driver name: 1-63 characters, alphanumeric at both ends, '-', '.' or alphanumerics between", o.Name)
+	if !validation.ValidPluginName(o.Name) {
+		return invalid("metadata.name %q: want the CSI driver name: %s", o.Name, validation.PluginNameRule)
 	}
 	for _, k := range slices.Sorted(maps.Keys(o.Labels)) {
 		if !validLabelKey(k) {
@@ -138,19 +140,6 @@ func invalid(format string, args ...any) error {
 
 func isAlnum(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-}
-
-// validDriverName is the CSI spec's rule for plugin names.
-func validDriverName(s string) bool {
-	if len(s) == 0 || len(s) > 63 || !isAlnum(s[0]) || !isAlnum(s[len(s)-1]) {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !isAlnum(c) && c != '-' && c != '.' {
-			return false
-		}
-	}
-	return true
 }
 
 // validLabelName is Kubernetes' qualified-name rule (name part).

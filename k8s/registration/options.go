@@ -8,6 +8,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/csikit/csikit/csi/validation"
 )
 
 // DefaultDir is kubelet's plugin registration directory with the default
@@ -57,9 +59,9 @@ type Options struct {
 
 // withDefaults validates o and returns a copy with the defaults filled in.
 func (o Options) withDefaults() (Options, error) {
-	if !validDriverName(o.DriverName) {
+	if !validation.ValidPluginName(o.DriverName) {
 		return o, status.Errorf(codes.InvalidArgument,
-			"registration: DriverName %q: want 1-63 characters, alphanumeric at both ends, '-', '.' or alphanumerics between", o.DriverName)
+			"registration: DriverName %q: want %s", o.DriverName, validation.PluginNameRule)
 	}
 	o.Endpoint = strings.TrimPrefix(o.Endpoint, "unix://")
 	if !filepath.IsAbs(o.Endpoint) {
@@ -88,21 +90,4 @@ func (o Options) withDefaults() (Options, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return o, nil
-}
-
-// validDriverName applies the CSI spec's rule for plugin names.
-func validDriverName(s string) bool {
-	if len(s) == 0 || len(s) > 63 {
-		return false
-	}
-	alnum := func(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' }
-	if !alnum(s[0]) || !alnum(s[len(s)-1]) {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !alnum(c) && c != '-' && c != '.' {
-			return false
-		}
-	}
-	return true
 }

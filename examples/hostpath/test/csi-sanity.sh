@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs upstream csi-sanity v5.6.0 against the hostpath driver over a unix
 # socket, in four configurations: default (mount), block, attach with an
-# attach limit, and modify. Prints each configuration's pass/fail counts
-# and exits non-zero on any failure. Needs root (real mounts).
+# attach limit, and modify; then against examples/tmpfs. Prints each
+# configuration's pass/fail counts and exits non-zero on any failure.
+# Needs root (real mounts).
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 if [ "$(id -u)" -ne 0 ]; then
@@ -18,6 +19,7 @@ work=$(mktemp -d /tmp/hp-sanity.XXXXXX)
 bin="$work/bin"
 mkdir -p "$bin"
 go build -o "$bin/hostpath" ./examples/hostpath
+go build -o "$bin/tmpfs" ./examples/tmpfs
 GOBIN="$bin" go install github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity@v5.6.0
 
 pid=""
@@ -43,7 +45,7 @@ run() { # name, driver flags..., --, sanity flags...
 	sflags=("$@")
 	local dir="$work/$name"
 	mkdir -p "$dir/state"
-	"$bin/hostpath" --endpoint "unix://$dir/csi.sock" --nodeid sanity-node --state-dir "$dir/state" \
+	"$bin/$drv" --endpoint "unix://$dir/csi.sock" --nodeid sanity-node --state-dir "$dir/state" \
 		--log-level warn "${dflags[@]}" 2>"$dir/driver.log" &
 	pid=$!
 	for _ in $(seq 100); do [ -S "$dir/csi.sock" ] && break; sleep 0.1; done
@@ -62,12 +64,17 @@ run() { # name, driver flags..., --, sanity flags...
 	fi
 }
 
+drv=hostpath
 run mount --
 run block -- --csi.testvolumeaccesstype=block
 run attach --enable-attach --max-volumes-per-node 2 -- --csi.testnodevolumeattachlimit
 printf 'iops: "3000"\nthroughput: "500"\n' >"$work/mutable.yaml"
 run modify --enable-modify --mutable-parameters iops,throughput -- --csi.testvolumemutableparameters="$work/mutable.yaml"
 
-echo "csi-sanity v5.6.0 against examples/hostpath:"
+# The mid-sized example: size-limited tmpfs volumes, controller and node.
+drv=tmpfs
+run tmpfs -- --csi.testvolumesize=16777216 --csi.testvolumeexpandsize=33554432
+
+echo "csi-sanity v5.6.0 against examples/hostpath (mount, block, attach, modify) and examples/tmpfs:"
 printf '%s' "$summary"
 exit $failed
