@@ -111,6 +111,17 @@ func TestStageScripted(t *testing.T) {
 			t.Fatalf("error %v: want it to unwrap to the mkfs *ExitError", err)
 		}
 	})
+	t.Run("mkfs fails silently: no empty fragment", func(t *testing.T) {
+		// A missing mkfs.xfs prints nothing; the message must still read
+		// "format <dev> as xfs: <cause>", not "…as xfs: : <cause>".
+		s := &script{reply: map[string]func([]string) ([]byte, error){"blkid": blkid("", 2)}}
+		err := newMounter(s).Stage(ctx, mount.StageOptions{Device: dev, Target: t.TempDir(), FSType: "xfs"})
+		wantCode(t, err, codes.Internal)
+		want := "format " + dev + " as xfs: script: unexpected command mkfs.xfs"
+		if err == nil || err.Error() != want {
+			t.Fatalf("error %q, want %q", err, want)
+		}
+	})
 	t.Run("deadline reaches the command", func(t *testing.T) {
 		var deadline time.Time
 		s := &script{reply: map[string]func([]string) ([]byte, error){"blkid": blkid("", 2)}}

@@ -11,6 +11,7 @@ package testenv
 
 import (
 	"bufio"
+	"compress/gzip"
 	"fmt"
 	"os"
 	"os/exec"
@@ -100,5 +101,44 @@ func SkipWithoutCapability(tb testing.TB, capNum int, name, reason string) {
 	has, ok := HasCapability(capNum)
 	if ok && !has {
 		tb.Skipf("needs %s, which this process lacks (CapEff): %s", name, reason)
+	}
+}
+
+// KernelOption reports how the running kernel was built with a config
+// option ("CONFIG_XFS_QUOTA"): "y", "m", a value, or "" when it is not
+// set. ok is false when the build config cannot be read (no
+// /proc/config.gz).
+func KernelOption(name string) (value string, ok bool) {
+	f, err := os.Open("/proc/config.gz")
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return "", false
+	}
+	s := bufio.NewScanner(zr)
+	for s.Scan() {
+		if v, found := strings.CutPrefix(s.Text(), name+"="); found {
+			return v, true
+		}
+	}
+	if s.Err() != nil {
+		return "", false
+	}
+	return "", true
+}
+
+// SkipWithoutKernelOption skips when the running kernel was provably built
+// without a config option (even under Strict: CI cannot rebuild the
+// kernel), with reason in the message. When the option is set, or the
+// build config cannot be read, it returns and the test goes on; a test
+// that then meets the kernel's refusal anyway must call Skip, which fails
+// under Strict.
+func SkipWithoutKernelOption(tb testing.TB, name, reason string) {
+	tb.Helper()
+	if v, ok := KernelOption(name); ok && v == "" {
+		tb.Skipf("the kernel was built without %s (/proc/config.gz): %s", name, reason)
 	}
 }

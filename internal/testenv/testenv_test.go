@@ -37,3 +37,16 @@ func TestHasCapabilityReadsStatus(t *testing.T) {
 		t.Log("non-root process holds CAP_SYS_ADMIN (ambient capabilities)")
 	}
 }
+
+func TestKernelOptionReadsConfig(t *testing.T) {
+	if _, err := os.Stat("/proc/config.gz"); err != nil {
+		t.Skip("no /proc/config.gz on this system")
+	}
+	// Every kernel that can run these tests has a /proc filesystem.
+	if v, ok := KernelOption("CONFIG_PROC_FS"); !ok || v != "y" {
+		t.Errorf("CONFIG_PROC_FS: got %q, %v, want y, true", v, ok)
+	}
+	if v, ok := KernelOption("CONFIG_CSIKIT_NO_SUCH_OPTION"); !ok || v != "" {
+		t.Errorf("a missing option: got %q, %v, want \"\", true", v, ok)
+	}
+}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -20,6 +19,7 @@ import (
 	"github.com/csikit/csikit/csi/validation"
 	"github.com/csikit/csikit/idempotency"
 	"github.com/csikit/csikit/k8s/keys"
+	"github.com/csikit/csikit/quota"
 	"github.com/csikit/csikit/topology"
 )
 
@@ -61,17 +61,23 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 	}
 
 	src := r.GetVolumeContentSource()
-	if err := d.reserveCapacity(size); err != nil {
+	if err := d.removeLeftovers(ctx, id); err != nil {
+		return nil, err
+	}
+	if err := d.reserveCapacity(id, size); err != nil {
 		return nil, err
 	}
 	if err := d.createData(ctx, v, src); err != nil {
-		d.removeData(v)
+		d.discardData(v)
+		d.ledger.cancel(id)
 		return nil, err
 	}
 	if err := d.store.putVolume(ctx, v); err != nil {
-		d.removeData(v)
+		d.discardData(v)
+		d.ledger.cancel(id)
 		return nil, status.Error(codes.Internal, err.Error())
 	}
+	d.ledger.commit(id)
 	return &csi.CreateVolumeResponse{Volume: d.csiVolume(v, src)}, nil
 }
 
@@ -123,28 +129,6 @@ func (d *Driver) capacityFor(cr *csi.CapacityRange) (int64, error) {
 		return 0, status.Errorf(codes.OutOfRange, "requested %d bytes, more than the maximum volume size of %d bytes", size, d.opts.MaxVolumeSize)
 	}
 	return size, nil
-}
-
-// reserveCapacity fails with ResourceExhausted when size does not fit.
-func (d *Driver) reserveCapacity(size int64) error {
-	d.capMu.Lock()
-	defer d.capMu.Unlock()
-	if avail := d.available(); size > avail {
-		return status.Errorf(codes.ResourceExhausted, "requested %d bytes, only %d bytes of capacity left", size, avail)
-	}
-	return nil
-}
-
-// available is the capacity not yet given to volumes.
-func (d *Driver) available() int64 {
-	if d.opts.Capacity > 0 {
-		return max(0, d.opts.Capacity-d.store.usedBytes())
-	}
-	var st unix.Statfs_t
-	if err := unix.Statfs(d.opts.StateDir, &st); err != nil {
-		return 0
-	}
-	return int64(st.Bavail) * int64(st.Bsize)
 }
 
 // checkTopology refuses requirements this node cannot meet, by the spec's
@@ -200,10 +184,15 @@ func (d *Driver) DeleteVolume(ctx context.Context, r *csi.DeleteVolumeRequest) (
 	if err := d.detachIfAttached(ctx, &v); err != nil {
 		return nil, err
 	}
+	// Data first: when it cannot be removed (a mount below it), the
+	// volume stays known and the CO's retry tries again.
+	if err := d.removeData(ctx, &v); err != nil {
+		return nil, err
+	}
 	if err := d.store.delVolume(ctx, id); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
-	d.removeData(&v)
+	d.ledger.release(id)
 	return &csi.DeleteVolumeResponse{}, nil
 }
 
@@ -294,9 +283,7 @@ func (d *Driver) GetCapacity(ctx context.Context, r *csi.GetCapacityRequest) (*c
 			return &csi.GetCapacityResponse{}, nil
 		}
 	}
-	d.capMu.Lock()
 	avail := d.available()
-	d.capMu.Unlock()
 	return &csi.GetCapacityResponse{
 		AvailableCapacity: avail,
 		MaximumVolumeSize: wrapperspb.Int64(min(d.opts.MaxVolumeSize, max(avail, 0))),
@@ -337,18 +324,32 @@ func (d *Driver) ControllerExpandVolume(ctx context.Context, r *csi.ControllerEx
 	if size > d.opts.MaxVolumeSize {
 		return nil, status.Errorf(codes.OutOfRange, "requested %d bytes, more than the maximum volume size of %d bytes", size, d.opts.MaxVolumeSize)
 	}
-	if err := d.reserveCapacity(size - v.Capacity); err != nil {
+	if err := d.reserveCapacity(v.ID, size-v.Capacity); err != nil {
 		return nil, err
 	}
 	if v.Kind != kindDir {
 		if err := os.Truncate(d.volumeImage(v.ID), size); err != nil {
+			d.ledger.cancel(v.ID)
 			return nil, status.Errorf(codes.Internal, "grow backing file: %v", err)
 		}
+	} else if v.ProjectID != 0 {
+		if err := quota.SetLimit(ctx, d.volumeDir(v.ID), quota.ProjectID(v.ProjectID), size); err != nil {
+			d.ledger.cancel(v.ID)
+			return nil, status.Errorf(status.Code(err), "raise the quota of volume %s: %v", v.ID, err)
+		}
 	}
+	old := v.Capacity
 	v.Capacity = size
 	if err := d.store.putVolume(ctx, &v); err != nil {
+		if v.ProjectID != 0 { // the record still says old: so must the limit
+			if qerr := quota.SetLimit(ctx, d.volumeDir(v.ID), quota.ProjectID(v.ProjectID), old); qerr != nil {
+				d.log.Warn("could not lower the quota of a volume whose expansion failed", "volume", v.ID, "error", qerr)
+			}
+		}
+		d.ledger.cancel(v.ID)
 		return nil, status.Error(codes.Internal, err.Error())
 	}
+	d.ledger.commit(v.ID)
 	return &csi.ControllerExpandVolumeResponse{CapacityBytes: size, NodeExpansionRequired: nodeStep}, nil
 }
 

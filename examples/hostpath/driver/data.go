@@ -4,12 +4,10 @@ package driver
 
 import (
 	"context"
-	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
@@ -17,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/block"
+	"github.com/csikit/csikit/fstree"
 )
 
 // createData makes the volume's directory or backing file, filled from src
@@ -33,7 +32,10 @@ func (d *Driver) createData(ctx context.Context, v *volume, src *csi.VolumeConte
 		if fromKind != v.Kind {
 			return status.Errorf(codes.InvalidArgument, "cannot create a %s volume from a %s source: storage kinds differ", v.Kind, fromKind)
 		}
-		if fromSize > v.Capacity {
+		// A backing file is the capacity: a smaller one cannot take the
+		// source's. A directory holds what its files hold: the copy itself
+		// is bounded by the capacity, in bytes on disk (copyDir).
+		if v.Kind != kindDir && fromSize > v.Capacity {
 			return status.Errorf(codes.OutOfRange, "source is %d bytes, larger than the requested %d bytes", fromSize, v.Capacity)
 		}
 		v.Source = sourceRef(src)
@@ -41,13 +43,21 @@ func (d *Driver) createData(ctx context.Context, v *volume, src *csi.VolumeConte
 	switch v.Kind {
 	case kindDir:
 		dir := d.volumeDir(v.ID)
-		if from != "" {
-			return copyTree(ctx, from, dir)
-		}
 		if err := os.Mkdir(dir, 0o777); err != nil && !os.IsExist(err) {
 			return status.Errorf(codes.Internal, "create volume directory: %v", err)
 		}
-		return os.Chmod(dir, 0o777) // the pod's user must be able to write
+		if err := os.Chmod(dir, 0o777); err != nil { // the pod's user must be able to write
+			return status.Errorf(codes.Internal, "create volume directory: %v", err)
+		}
+		// The limit comes first, so a copy into the directory is held to
+		// it as the pod's writes will be.
+		if err := d.limitDir(ctx, v, dir); err != nil {
+			return err
+		}
+		if from != "" {
+			return copyDir(ctx, from, dir, v.Capacity)
+		}
+		return nil
 	default:
 		img := d.volumeImage(v.ID)
 		if from != "" {
@@ -97,24 +107,52 @@ func sourceRef(src *csi.VolumeContentSource) string {
 	return "volume:" + src.GetVolume().GetVolumeId()
 }
 
-// removeData deletes the volume's data. Directory volumes are removed only
-// once nothing is mounted below them (they are never staged in place, but
-// a stale bind from a crash could still point into them).
-func (d *Driver) removeData(v *volume) {
+// removeData deletes the volume's data. A directory is removed with
+// fstree.Remove: no symlink below it is followed and no mount below it is
+// crossed — a mount at or below it (a stale bind from a crash) makes it
+// refuse with FailedPrecondition naming the mount, and nothing is removed.
+// Missing data is success.
+func (d *Driver) removeData(ctx context.Context, v *volume) error {
 	if v.Kind == kindDir {
-		dir := d.volumeDir(v.ID)
-		if mounted, _ := d.mounter.IsMountPoint(context.Background(), dir); mounted {
-			d.log.Warn("volume directory is still a mount point; leaving its data", "volume", v.ID)
-			return
+		if err := fstree.Remove(ctx, d.volumeDir(v.ID), fstree.RemoveOptions{}); err != nil {
+			return status.Errorf(status.Code(err), "remove the data of volume %s: %v", v.ID, err)
 		}
-		if err := os.RemoveAll(dir); err != nil && !errNotExist(err) {
-			d.log.Warn("could not remove volume directory", "volume", v.ID, "error", err)
-		}
-		return
+		d.unlimitDir(ctx, v)
+		return nil
 	}
 	if err := os.Remove(d.volumeImage(v.ID)); err != nil && !errNotExist(err) {
-		d.log.Warn("could not remove backing file", "volume", v.ID, "error", err)
+		return status.Errorf(codes.Internal, "remove the backing file of volume %s: %v", v.ID, err)
 	}
+	return nil
+}
+
+// discardData removes the data of a create that failed; what cannot be
+// removed is logged (the sweep retries once the reservation is abandoned).
+func (d *Driver) discardData(v *volume) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := d.removeData(ctx, v); err != nil {
+		d.log.Warn("could not remove the data of a failed create", "volume", v.ID, "error", err)
+	}
+}
+
+// removeLeftovers removes what an earlier attempt at creating volume id
+// left (a crash mid-copy): the ID is reserved to this create, so whatever
+// is at its paths is its own half-made data.
+func (d *Driver) removeLeftovers(ctx context.Context, id string) error {
+	for _, k := range []kind{kindDir, kindBlock} {
+		v := &volume{ID: id, Kind: k}
+		p := d.volumeImage(id)
+		if k == kindDir {
+			p = d.volumeDir(id)
+		}
+		if exists(p) {
+			if err := d.removeData(ctx, v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // detachIfAttached detaches a loop device still attached to the volume's
@@ -234,61 +272,15 @@ func copySparse(ctx context.Context, in, out *os.File) error {
 	return nil
 }
 
-// copyTree copies the directory tree at src to dst, which must not exist.
-// Symlinks are copied as links, never followed; special files are skipped.
-func copyTree(ctx context.Context, src, dst string) error {
-	err := filepath.WalkDir(src, func(path string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		if strings.HasPrefix(rel, "..") {
-			return fmt.Errorf("path %s escapes %s", path, src)
-		}
-		to := filepath.Join(dst, rel)
-		info, err := e.Info()
-		if err != nil {
-			return err
-		}
-		switch {
-		case e.IsDir():
-			if err := os.Mkdir(to, info.Mode().Perm()); err != nil && !os.IsExist(err) {
-				return err
-			}
-			return os.Chmod(to, info.Mode().Perm())
-		case e.Type()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(path)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(target, to)
-		case e.Type().IsRegular():
-			return copyRegular(path, to, info.Mode().Perm())
-		}
-		return nil
-	})
-	if err != nil {
-		return status.Errorf(codes.Internal, "copy volume data: %v", err)
+// copyDir copies the directory tree at src into dst (absent, or an empty
+// directory) with fstree.Copy: symlinks are copied as symlinks and never
+// followed, even when the tenant swaps a file for one mid-copy; holes stay
+// holes; mounts below src are refused; and at most maxBytes of data are
+// written (OutOfRange beyond: the source holds more than the new
+// capacity). On failure nothing Copy made is left.
+func copyDir(ctx context.Context, src, dst string, maxBytes int64) error {
+	if _, err := fstree.Copy(ctx, src, dst, fstree.CopyOptions{MaxBytes: maxBytes}); err != nil {
+		return status.Errorf(status.Code(err), "copy volume data: %v", err)
 	}
 	return nil
-}
-
-func copyRegular(src, dst string, perm fs.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, perm)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }

@@ -78,9 +78,15 @@ type Driver struct {
 	store   *store
 	journal *idempotency.FileJournal
 	mounter *mount.Mounter
+	ledger  *ledger // capacity given to volumes, committed and reserved
 
-	// capMu serializes capacity accounting in CreateVolume and expansion
-	// (a short critical section around a sum, never around I/O).
+	// quotas is set when the state directory's filesystem enforces project
+	// quotas: directory volumes then get one project each, limited to
+	// their capacity (projects hands out the IDs).
+	quotas   bool
+	projects *projects
+
+	// capMu serializes the attach-limit count in ControllerPublishVolume.
 	capMu sync.Mutex
 }
 
@@ -113,10 +119,14 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 		j.Close()
 		return nil, err
 	}
+	vols := st.sortedVolumes()
 	d := &Driver{
 		opts: opts, log: opts.Logger, store: st, journal: j,
-		mounter: mount.New(mount.Options{Logger: opts.Logger}),
+		mounter:  mount.New(mount.Options{Logger: opts.Logger}),
+		ledger:   newLedger(vols),
+		projects: newProjects(vols),
 	}
+	d.checkQuotas(ctx)
 	d.reattach(ctx)
 	return d, nil
 }
@@ -130,7 +140,8 @@ func (d *Driver) Close() error {
 }
 
 // paths of one volume or snapshot; id must have passed validID.
-func (d *Driver) volumeDir(id string) string { return filepath.Join(d.opts.StateDir, "volumes", id) }
+func (d *Driver) volumesRoot() string        { return filepath.Join(d.opts.StateDir, "volumes") }
+func (d *Driver) volumeDir(id string) string { return filepath.Join(d.volumesRoot(), id) }
 func (d *Driver) volumeImage(id string) string {
 	return filepath.Join(d.opts.StateDir, "images", id+".img")
 }

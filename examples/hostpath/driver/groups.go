@@ -76,10 +76,12 @@ func (d *Driver) DeleteVolumeGroupSnapshot(ctx context.Context, r *csi.DeleteVol
 		if !ok {
 			continue
 		}
+		if err := d.removeSnapshotData(ctx, &x); err != nil {
+			return nil, err
+		}
 		if err := d.store.delSnapshot(ctx, sid); err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
 		}
-		d.removeSnapshotData(&x)
 	}
 	if err := d.store.delGroup(ctx, id); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())

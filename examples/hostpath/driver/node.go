@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -29,8 +30,12 @@ func checkAccessType(v *volume, c *csi.VolumeCapability) error {
 }
 
 // NodeStageVolume makes the volume available at the staging path: a bind
-// of the directory, a loop device, or a mounted filesystem on one.
-func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequest) (_ *csi.NodeStageVolumeResponse, err error) {
+// of the directory, a loop device, or a mounted filesystem on one. The
+// staged marker is written last; when any step fails, a volume that was
+// not staged before is left as it was — no loop device, no mount, no
+// marker — because the CO need not call NodeUnstageVolume after a failed
+// stage (kubelet records the volume as not staged).
+func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
 	v, err := d.lookup(r.GetVolumeId())
 	if err != nil {
 		return nil, err
@@ -39,16 +44,9 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 		return nil, err
 	}
 	staging := r.GetStagingTargetPath()
-	// A stage that fails must leave nothing behind that this call added
-	// (the staging record, a loop device), or DeleteVolume refuses the
-	// volume and the loop device leaks; what an earlier successful stage
-	// made stays.
-	_, statErr := os.Stat(d.stagedMarker(v.ID))
+	marker := d.stagedMarker(v.ID)
+	_, statErr := os.Stat(marker)
 	wasStaged := statErr == nil
-	wasAttached := false
-	if v.Kind != kindDir {
-		_, wasAttached, _ = block.FindLoop(ctx, d.volumeImage(v.ID))
-	}
 	// The volume's filesystem was chosen at creation; a capability asking
 	// for another one cannot be served (ALREADY_EXISTS for a repeat of a
 	// stage, as the spec's table says, else INVALID_ARGUMENT).
@@ -58,21 +56,11 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 		}
 		return nil, status.Errorf(codes.InvalidArgument, "volume %s holds filesystem %s, not %s", v.ID, v.FSType, fs)
 	}
-	if err := writeMarker(d.stagedMarker(v.ID)); err != nil {
-		return nil, status.Errorf(codes.Internal, "record staging: %v", err)
-	}
-	defer func() {
-		if err == nil || wasStaged {
-			return
-		}
-		if !wasAttached {
-			_ = d.detachIfAttached(ctx, &v)
-		}
-		_ = os.Remove(d.stagedMarker(v.ID))
-	}()
+	var mounted bool // this call mounted staging
 	switch v.Kind {
 	case kindDir:
 		err = d.mounter.Publish(ctx, mount.PublishOptions{Source: d.volumeDir(v.ID), Target: staging, AllowUnmountedSource: true})
+		mounted = err == nil
 	case kindBlock:
 		_, err = d.attach(ctx, &v)
 	case kindFS:
@@ -80,14 +68,53 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 		if dev, err = d.attach(ctx, &v); err == nil {
 			err = d.mounter.Stage(ctx, mount.StageOptions{
 				Device: dev, Target: staging, FSType: v.FSType,
-				MountFlags: r.GetVolumeCapability().GetMount().GetMountFlags(),
+				MountFlags: stageFlags(v.FSType, r.GetVolumeCapability().GetMount().GetMountFlags()),
 			})
+			mounted = err == nil
+		}
+	}
+	if err == nil && !wasStaged {
+		if err = writeMarker(marker); err != nil {
+			err = status.Errorf(codes.Internal, "record staging of %s: %v", v.ID, err)
 		}
 	}
 	if err != nil {
+		if !wasStaged {
+			d.undoStage(&v, staging, mounted)
+		}
 		return nil, err
 	}
 	return &csi.NodeStageVolumeResponse{}, nil
+}
+
+// stageFlags are the mount flags of a filesystem volume's stage: the
+// capability's, and for ext4 errors=remount-ro unless they choose another
+// errors= behaviour — a filesystem that found corruption stops taking
+// writes, and NodeGetVolumeHealth reports it (FilesystemReadOnly) instead
+// of ext4's default of carrying on.
+func stageFlags(fsType string, flags []string) []string {
+	if fsType != "ext4" || slices.ContainsFunc(flags, func(f string) bool { return strings.HasPrefix(f, "errors=") }) {
+		return flags
+	}
+	return append(slices.Clone(flags), "errors=remount-ro")
+}
+
+// undoStage takes back what a failed NodeStageVolume of a volume that was
+// not staged set up: the mount it made and the loop device. It runs on a
+// context of its own, so a cancelled request still cleans up; what it
+// cannot undo is logged (DeleteVolume detaches a leftover loop device too).
+func (d *Driver) undoStage(v *volume, staging string, mounted bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if mounted {
+		if err := d.mounter.Unstage(ctx, staging, mount.UnmountOptions{}); err != nil {
+			d.log.Warn("failed stage: could not unmount the staging path", "volume", v.ID, "error", err)
+			return // the loop device is still in use
+		}
+	}
+	if err := d.detachIfAttached(ctx, v); err != nil {
+		d.log.Warn("failed stage: could not detach the loop device", "volume", v.ID, "error", err)
+	}
 }
 
 // attach attaches (or finds) the loop device of a block or filesystem
@@ -205,13 +232,19 @@ func (d *Driver) publishEphemeral(ctx context.Context, r *csi.NodePublishVolumeR
 	}
 	if _, ok := d.store.volume(id); !ok {
 		v := &volume{ID: id, Name: id, Capacity: defaultVolumeSize, Kind: kindDir, Ephemeral: true, Created: time.Now().UTC()}
+		// Counted, never refused: the CO checks no capacity for inline
+		// volumes, so refusing one would only keep its pod from starting.
+		d.ledger.add(id, v.Capacity)
 		if err := d.createData(ctx, v, nil); err != nil {
+			d.ledger.cancel(id)
 			return nil, err
 		}
 		if err := d.store.putVolume(ctx, v); err != nil {
-			d.removeData(v)
+			d.discardData(v)
+			d.ledger.cancel(id)
 			return nil, status.Error(codes.Internal, err.Error())
 		}
+		d.ledger.commit(id)
 	}
 	err := d.mounter.Publish(ctx, mount.PublishOptions{Source: d.volumeDir(id), Target: r.GetTargetPath(), ReadOnly: r.GetReadonly(), AllowUnmountedSource: true})
 	if err != nil {
@@ -242,10 +275,13 @@ func (d *Driver) NodeUnpublishVolume(ctx context.Context, r *csi.NodeUnpublishVo
 		}
 	}
 	if v.Ephemeral {
+		if err := d.removeData(ctx, &v); err != nil {
+			return nil, err // the volume stays known: kubelet's retry tries again
+		}
 		if err := d.store.delVolume(ctx, v.ID); err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
 		}
-		d.removeData(&v)
+		d.ledger.release(v.ID)
 	}
 	return &csi.NodeUnpublishVolumeResponse{}, nil
 }
@@ -259,15 +295,22 @@ func (d *Driver) NodeGetVolumeStats(ctx context.Context, r *csi.NodeGetVolumeSta
 	return stats.VolumeStats(ctx, r.GetVolumePath())
 }
 
-// NodeGetVolumeHealth reports abnormal conditions of the volume's paths.
+// NodeGetVolumeHealth reports abnormal conditions of the volume's paths
+// (missing, not mounted, device gone, filesystem turned read-only after
+// errors) and of its backend (backendHealth: data missing or unreadable,
+// backing file truncated, loop device gone).
 func (d *Driver) NodeGetVolumeHealth(ctx context.Context, r *csi.NodeGetVolumeHealthRequest) (*csi.NodeGetVolumeHealthResponse, error) {
 	v, err := d.lookup(r.GetVolumeId())
 	if err != nil {
 		return nil, err
 	}
-	opts := health.Options{}
+	opts := health.Options{Check: d.backendHealth}
 	if v.Kind == kindBlock {
 		opts.Skip = health.CheckMounted | health.CheckWritable
+		// A block volume's stage attaches a loop device and makes nothing
+		// at the staging path: only the publish path has something to
+		// examine (backendHealth covers the loop device).
+		r = &csi.NodeGetVolumeHealthRequest{VolumeId: r.GetVolumeId(), VolumePublishPath: r.GetVolumePublishPath()}
 	}
 	return health.NodeVolume(ctx, r, opts)
 }

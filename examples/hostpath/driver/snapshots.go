@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/csikit/csikit/fstree"
 	"github.com/csikit/csikit/idempotency"
 )
 
@@ -44,31 +45,51 @@ func (d *Driver) snapshotVolume(ctx context.Context, id, name, sourceID, groupID
 		GroupID: groupID, Created: time.Now().UTC()}
 	dst := d.snapshotPath(id, v.Kind)
 	if v.Kind == kindDir {
-		err = copyTree(ctx, d.volumeDir(v.ID), dst)
+		// A directory volume holds no more than its capacity (its quota
+		// sees to it; without quotas, the snapshot refuses a volume
+		// filled beyond it).
+		err = copyDir(ctx, d.volumeDir(v.ID), dst, v.Capacity)
+		if status.Code(err) == codes.OutOfRange {
+			err = status.Errorf(codes.FailedPrecondition, "volume %s holds more than its capacity of %d bytes: %v", v.ID, v.Capacity, err)
+		}
 	} else {
 		err = copyFile(ctx, d.volumeImage(v.ID), dst)
 	}
 	if err != nil {
-		d.removeSnapshotData(x)
+		d.discardSnapshotData(x)
 		return nil, err
 	}
 	if err := d.store.putSnapshot(ctx, x); err != nil {
-		d.removeSnapshotData(x)
+		d.discardSnapshotData(x)
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	return x, nil
 }
 
-func (d *Driver) removeSnapshotData(x *snapshot) {
+// removeSnapshotData deletes a snapshot's data: a directory with
+// fstree.Remove (no symlink followed, no mount crossed), a file with
+// os.Remove. Missing data is success.
+func (d *Driver) removeSnapshotData(ctx context.Context, x *snapshot) error {
 	p := d.snapshotPath(x.ID, x.Kind)
-	var err error
 	if x.Kind == kindDir {
-		err = os.RemoveAll(p) // never mounted: snapshots are only read when copied
-	} else {
-		err = os.Remove(p)
+		if err := fstree.Remove(ctx, p, fstree.RemoveOptions{}); err != nil {
+			return status.Errorf(status.Code(err), "remove the data of snapshot %s: %v", x.ID, err)
+		}
+		return nil
 	}
-	if err != nil && !errNotExist(err) {
-		d.log.Warn("could not remove snapshot data", "snapshot", x.ID, "error", err)
+	if err := os.Remove(p); err != nil && !errNotExist(err) {
+		return status.Errorf(codes.Internal, "remove the data of snapshot %s: %v", x.ID, err)
+	}
+	return nil
+}
+
+// discardSnapshotData removes the data of a snapshot that failed, logging
+// what it cannot remove.
+func (d *Driver) discardSnapshotData(x *snapshot) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := d.removeSnapshotData(ctx, x); err != nil {
+		d.log.Warn("could not remove the data of a failed snapshot", "snapshot", x.ID, "error", err)
 	}
 }
 
@@ -94,10 +115,12 @@ func (d *Driver) DeleteSnapshot(ctx context.Context, r *csi.DeleteSnapshotReques
 			return nil, status.Errorf(codes.FailedPrecondition, "snapshot %s belongs to group snapshot %s: delete the group", id, x.GroupID)
 		}
 	}
+	if err := d.removeSnapshotData(ctx, &x); err != nil {
+		return nil, err
+	}
 	if err := d.store.delSnapshot(ctx, id); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
-	d.removeSnapshotData(&x)
 	return &csi.DeleteSnapshotResponse{}, nil
 }
 

@@ -18,7 +18,7 @@ import (
 type kind string
 
 const (
-	kindDir   kind = "directory"  // a directory; capacity is accounted, not enforced
+	kindDir   kind = "directory"  // a directory; capacity enforced by a project quota where the filesystem has them
 	kindBlock kind = "block"      // a loop-backed file used as a raw block device
 	kindFS    kind = "filesystem" // ext4 or xfs on a loop-backed file
 )
@@ -35,7 +35,10 @@ type volume struct {
 	AttachedTo string            `json:"attachedTo,omitempty"`
 	AttachedRO bool              `json:"attachedRO,omitempty"`
 	Ephemeral  bool              `json:"ephemeral,omitempty"`
-	Created    time.Time         `json:"created"`
+	// ProjectID is the filesystem project limiting a directory volume to
+	// its capacity (0: none, the filesystem has no project quotas).
+	ProjectID uint32    `json:"projectId,omitempty"`
+	Created   time.Time `json:"created"`
 	// Published lists the target paths the volume is published at on
 	// this node (to enforce SINGLE_NODE_SINGLE_WRITER).
 	Published []string `json:"published,omitempty"`
@@ -222,15 +225,4 @@ func (s *store) sortedSnapshots() []snapshot {
 	s.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
-}
-
-// usedBytes sums the capacity of all volumes.
-func (s *store) usedBytes() int64 {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	var n int64
-	for _, v := range s.volumes {
-		n += v.Capacity
-	}
-	return n
 }

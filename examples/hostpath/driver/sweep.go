@@ -50,16 +50,26 @@ func (d *Driver) cleanVolume(ctx context.Context, rec idempotency.Record) error 
 	if !validID(rec.ID) {
 		return nil // no path was ever built from it
 	}
-	if v, ok := d.store.volume(rec.ID); ok {
+	v, known := d.store.volume(rec.ID)
+	if known {
 		if err := d.detachIfAttached(ctx, &v); err != nil {
-			return err
-		}
-		if err := d.store.delVolume(ctx, rec.ID); err != nil {
 			return err
 		}
 	}
 	for _, k := range []kind{kindDir, kindBlock} {
-		d.removeData(&volume{ID: rec.ID, Kind: k})
+		x := &volume{ID: rec.ID, Kind: k}
+		if known && v.Kind == k {
+			x = &v // with its project, to drop the quota too
+		}
+		if err := d.removeData(ctx, x); err != nil {
+			return err // a mount below: keep the reservation for the next sweep
+		}
+	}
+	if known {
+		if err := d.store.delVolume(ctx, rec.ID); err != nil {
+			return err
+		}
+		d.ledger.release(rec.ID)
 	}
 	return d.leftover(d.volumeDir(rec.ID), d.volumeImage(rec.ID))
 }
@@ -79,7 +89,9 @@ func (d *Driver) dropSnapshot(ctx context.Context, id string) error {
 		}
 	}
 	for _, k := range []kind{kindDir, kindBlock} {
-		d.removeSnapshotData(&snapshot{ID: id, Kind: k})
+		if err := d.removeSnapshotData(ctx, &snapshot{ID: id, Kind: k}); err != nil {
+			return err
+		}
 	}
 	return d.leftover(d.snapshotPath(id, kindDir), d.snapshotPath(id, kindBlock))
 }
@@ -106,8 +118,8 @@ func (d *Driver) cleanGroup(ctx context.Context, rec idempotency.Record) error {
 	return nil
 }
 
-// leftover fails if any of paths still exists (removal is logged, not
-// returned, by removeData), so the reservation is kept for the next sweep.
+// leftover fails if any of paths still exists, so the reservation is kept
+// for the next sweep.
 func (d *Driver) leftover(paths ...string) error {
 	for _, p := range paths {
 		if exists(p) {

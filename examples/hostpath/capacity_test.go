@@ -1,0 +1,175 @@
+//go:build linux
+
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/csikit/csikit/examples/hostpath/driver"
+	"github.com/csikit/csikit/idempotency"
+)
+
+func availableCapacity(t *testing.T, s *served) int64 {
+	t.Helper()
+	resp, err := s.ctl.GetCapacity(context.Background(), &csi.GetCapacityRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.GetAvailableCapacity()
+}
+
+// TestCapacityConcurrentClones: clones and creates that run at the same
+// time must not together exceed --capacity. Each clone copies a few MiB,
+// so they overlap; exactly the number that fit may succeed, the rest fail
+// with ResourceExhausted, and deleting them gives all of it back.
+func TestCapacityConcurrentClones(t *testing.T) {
+	needRoot(t)
+	const vol = 8 << 20
+	const fit = 2
+	dir := shortDir(t, "hpcap")
+	s := serve(t, dir, driver.Options{StateDir: filepath.Join(dir, "state"), Capacity: vol * (1 + fit)})
+	ctx := context.Background()
+	srcID := createVol(t, s, "src", vol, capFor(false, ""), nil)
+	data := make([]byte, 4<<20)
+	for i := range data {
+		data[i] = byte(i)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "state", "volumes", srcID, "data"), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	const clients = 8
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var made []string
+	exhausted := 0
+	for i := 0; i < clients; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			req := &csi.CreateVolumeRequest{Name: fmt.Sprintf("c%d", i),
+				CapacityRange:      &csi.CapacityRange{RequiredBytes: vol},
+				VolumeCapabilities: []*csi.VolumeCapability{capFor(false, "")}}
+			if i%2 == 0 { // half clone (slow), half create empty (fast)
+				req.VolumeContentSource = &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{
+					Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: srcID}}}
+			}
+			for {
+				resp, err := s.ctl.CreateVolume(ctx, req)
+				mu.Lock()
+				switch status.Code(err) {
+				case codes.OK:
+					made = append(made, resp.GetVolume().GetVolumeId())
+				case codes.ResourceExhausted:
+					exhausted++
+				case codes.Aborted: // the source is busy with another clone: retry as a CO does
+					mu.Unlock()
+					continue
+				default:
+					t.Errorf("CreateVolume %s: %v", req.Name, err)
+				}
+				mu.Unlock()
+				return
+			}
+		}(i)
+	}
+	wg.Wait()
+	if len(made) != fit || exhausted != clients-fit {
+		t.Errorf("got %d volumes made and %d ResourceExhausted, want %d and %d (capacity for %d)", len(made), exhausted, fit, clients-fit, fit)
+	}
+	if got := availableCapacity(t, s); got != max(0, vol*int64(fit-len(made))) {
+		t.Errorf("available capacity %d after the creates, want %d", got, max(0, vol*int64(fit-len(made))))
+	}
+	for _, id := range made {
+		if _, err := s.ctl.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := availableCapacity(t, s); got != vol*fit {
+		t.Errorf("available capacity %d after deleting, want %d", got, vol*fit)
+	}
+}
+
+// TestCapacityExpandConcurrent: expansions of different volumes running
+// at the same time cannot together exceed the capacity either.
+func TestCapacityExpandConcurrent(t *testing.T) {
+	needRoot(t)
+	const vol = 8 << 20
+	dir := shortDir(t, "hpcx")
+	s := serve(t, dir, driver.Options{StateDir: filepath.Join(dir, "state"), Capacity: 4 * vol})
+	ctx := context.Background()
+	a := createVol(t, s, "a", vol, capFor(true, ""), nil) // block: expansion grows the file
+	b := createVol(t, s, "b", vol, capFor(true, ""), nil)
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, id := range []string{a, b} {
+		wg.Add(1)
+		go func(i int, id string) {
+			defer wg.Done()
+			_, errs[i] = s.ctl.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: id,
+				CapacityRange: &csi.CapacityRange{RequiredBytes: 3 * vol}, VolumeCapability: capFor(true, "")})
+		}(i, id)
+	}
+	wg.Wait()
+	ok := 0
+	for _, err := range errs {
+		switch status.Code(err) {
+		case codes.OK:
+			ok++
+		case codes.ResourceExhausted:
+		default:
+			t.Errorf("ControllerExpandVolume: %v", err)
+		}
+	}
+	if ok != 1 {
+		t.Errorf("%d expansions by 16 MiB succeeded with 16 MiB free, want 1", ok)
+	}
+	if got := availableCapacity(t, s); got != 0 {
+		t.Errorf("available capacity %d, want 0", got)
+	}
+}
+
+// TestCapacityAfterRestart: the accounting is rebuilt from the journal at
+// start — committed volumes count, a create that never committed (a crash
+// between reserve and commit) does not — and stays exact afterwards.
+func TestCapacityAfterRestart(t *testing.T) {
+	needRoot(t)
+	const vol = 8 << 20
+	dir := shortDir(t, "hpcr")
+	opts := driver.Options{StateDir: filepath.Join(dir, "state"), Capacity: 4 * vol}
+	s := serve(t, dir, opts)
+	ctx := context.Background()
+	keep := createVol(t, s, "keep", vol, capFor(false, ""), nil)
+	createVol(t, s, "block", vol, capFor(true, ""), nil)
+	// A create that reserved its name but crashed before committing.
+	if _, err := s.d.Journal().Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: "crashed", ID: "vol-crashed", Fingerprint: []byte("f")}); err != nil {
+		t.Fatal(err)
+	}
+	s.stop()
+
+	s = serve(t, dir, opts)
+	if got := availableCapacity(t, s); got != 2*vol {
+		t.Fatalf("available capacity after restart %d, want %d", got, 2*vol)
+	}
+	createVol(t, s, "third", 2*vol, capFor(false, ""), nil)
+	_, err := s.ctl.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "too-much",
+		CapacityRange: &csi.CapacityRange{RequiredBytes: 1 << 20}, VolumeCapabilities: []*csi.VolumeCapability{capFor(false, "")}})
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("create beyond capacity: got %v, want ResourceExhausted", err)
+	}
+	if _, err := s.ctl.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: keep}); err != nil {
+		t.Fatal(err)
+	}
+	if got := availableCapacity(t, s); got != vol {
+		t.Errorf("available capacity after a delete %d, want %d", got, vol)
+	}
+}

@@ -1,0 +1,256 @@
+//go:build linux
+
+package quota_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/csikit/csikit/block"
+	"github.com/csikit/csikit/internal/testenv"
+	"github.com/csikit/csikit/quota"
+)
+
+// loopFS makes a filesystem of fstype on a loop device and mounts it with
+// opts ("prjquota" for project quotas); everything is undone at cleanup.
+// ext4 is made with the project and quota features.
+func loopFS(t *testing.T, fstype, opts string) string {
+	t.Helper()
+	testenv.RequireRoot(t, "mounts filesystems and sets quotas")
+	pkg := map[string]string{"xfs": "xfsprogs", "ext4": "e2fsprogs"}[fstype]
+	testenv.RequireCommand(t, "mkfs."+fstype, pkg)
+	requireQuotaKernel(t, fstype, opts)
+	tmp := t.TempDir()
+	for _, p := range []string{filepath.Dir(tmp), tmp} { // fill writes as nobody
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	img, dir := filepath.Join(tmp, "fs.img"), filepath.Join(tmp, "mnt")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, 320<<20); err != nil { // xfs wants 300 MiB at least
+		t.Fatal(err)
+	}
+	args := []string{"-q", img}
+	if fstype == "ext4" {
+		args = []string{"-q", "-F", "-O", "quota,project", "-I", "256", img}
+	}
+	if out, err := exec.Command("mkfs."+fstype, args...).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.%s: %v: %s", fstype, err, out)
+	}
+	ctx := context.Background()
+	dev, err := block.AttachLoop(ctx, img, block.LoopOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { block.DetachLoop(context.Background(), dev) })
+	if err := unix.Mount(dev, dir, fstype, 0, opts); err != nil {
+		t.Fatalf("mount %s (%s, %q): %v", dev, fstype, opts, err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	return dir
+}
+
+// requireQuotaKernel skips when the kernel provably cannot mount fstype
+// with quotas: xfs needs CONFIG_XFS_QUOTA; ext4 made with the quota
+// feature needs CONFIG_QFMT_V2 even to mount.
+func requireQuotaKernel(t *testing.T, fstype, opts string) {
+	t.Helper()
+	if fstype == "xfs" && opts == "" {
+		return // mounts without quotas anywhere
+	}
+	if fstype == "xfs" {
+		testenv.SkipWithoutKernelOption(t, "CONFIG_XFS_QUOTA", "xfs quotas")
+	}
+	testenv.SkipWithoutKernelOption(t, "CONFIG_QUOTA", "filesystem quotas")
+	if fstype == "ext4" {
+		testenv.SkipWithoutKernelOption(t, "CONFIG_QFMT_V2", "ext4's quota feature")
+	}
+}
+
+func wantCode(t *testing.T, err error, want codes.Code) {
+	t.Helper()
+	if got := status.Code(err); got != want {
+		t.Fatalf("got %v (%v), want %v", got, err, want)
+	}
+}
+
+// TestProjectQuota, on xfs and ext4 with project quotas on: a directory
+// given a project and a limit refuses writes beyond the limit with ENOSPC,
+// statfs on it reports the limit as its size, Get reports the usage, and
+// raising the limit lets the writes through.
+func TestProjectQuota(t *testing.T) {
+	ctx := context.Background()
+	for _, fstype := range []string{"xfs", "ext4"} {
+		t.Run(fstype, func(t *testing.T) {
+			root := loopFS(t, fstype, "prjquota")
+			if err := quota.Check(ctx, root); err != nil {
+				t.Fatalf("Check on %s with prjquota: %v", fstype, err)
+			}
+			dir := filepath.Join(root, "vol")
+			if err := os.Mkdir(dir, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(dir, 0o777); err != nil { // fill writes as nobody
+				t.Fatal(err)
+			}
+			const id, limit = quota.ProjectID(4242), 4 << 20
+			if err := quota.SetProject(ctx, dir, id); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := quota.Project(ctx, dir); err != nil || got != id {
+				t.Fatalf("Project: got %d, %v, want %d", got, err, id)
+			}
+			if err := quota.SetLimit(ctx, root, id, limit); err != nil {
+				t.Fatal(err)
+			}
+			var st unix.Statfs_t
+			if err := unix.Statfs(dir, &st); err != nil {
+				t.Fatal(err)
+			}
+			if got := int64(st.Blocks) * st.Bsize; got != limit {
+				t.Errorf("statfs size of the directory: got %d, want the limit %d", got, limit)
+			}
+
+			// A subdirectory made later inherits the project.
+			sub := filepath.Join(dir, "a", "b")
+			if err := os.MkdirAll(sub, 0o777); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range []string{filepath.Dir(sub), sub} {
+				if err := os.Chmod(p, 0o777); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got, _ := quota.Project(ctx, sub); got != id {
+				t.Errorf("project of a new subdirectory: got %d, want %d", got, id)
+			}
+			n, err := fill(filepath.Join(sub, "big"), 2*limit)
+			if !errors.Is(err, unix.ENOSPC) && !errors.Is(err, unix.EDQUOT) {
+				t.Errorf("writing %d bytes into a %d-byte project: got %v after %d bytes, want ENOSPC (xfs) or EDQUOT (ext4)", 2*limit, limit, err, n)
+			}
+			t.Logf("%s: an unprivileged write beyond the limit fails with %v", fstype, err)
+			if n > limit {
+				t.Errorf("wrote %d bytes into a project limited to %d", n, limit)
+			}
+			u, err := quota.Get(ctx, root, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if u.LimitBytes != limit || u.Bytes < limit/2 || u.Bytes > limit || u.Inodes < 4 {
+				t.Errorf("Get: %+v, want limit %d, bytes near it, 4+ inodes", u, limit)
+			}
+
+			// Raising the limit lets more in.
+			if err := quota.SetLimit(ctx, root, id, 4*limit); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := fill(filepath.Join(dir, "more"), 2*limit); err != nil {
+				t.Errorf("writing after raising the limit: %v after %d bytes", err, n)
+			}
+			if err := unix.Statfs(dir, &st); err != nil {
+				t.Fatal(err)
+			}
+			if got := int64(st.Blocks) * st.Bsize; got != 4*limit {
+				t.Errorf("statfs size after raising: got %d, want %d", got, 4*limit)
+			}
+			// Limit 0 removes it.
+			if err := quota.SetLimit(ctx, root, id, 0); err != nil {
+				t.Fatal(err)
+			}
+			if u, _ := quota.Get(ctx, root, id); u.LimitBytes != 0 {
+				t.Errorf("limit after SetLimit 0: %d, want none", u.LimitBytes)
+			}
+		})
+	}
+}
+
+// fill writes n bytes to a new file as an unprivileged user (uid and gid
+// 65534, no capabilities: quota limits bind root too on xfs, but ext4 lets
+// CAP_SYS_RESOURCE pass them, so only an unprivileged writer — a pod's —
+// proves a limit), syncing at the end. It returns the file's size and the
+// error dd met: ENOSPC or EDQUOT when it names one.
+func fill(path string, n int) (int, error) {
+	cmd := exec.Command("dd", "if=/dev/zero", "of="+path, "bs=65536", fmt.Sprintf("count=%d", n/65536), "conv=fsync", "status=none")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	size := 0
+	if st, serr := os.Stat(path); serr == nil {
+		size = int(st.Size())
+	}
+	if err == nil {
+		return size, nil
+	}
+	msg := strings.ToLower(string(out))
+	for _, e := range []unix.Errno{unix.ENOSPC, unix.EDQUOT} {
+		if strings.Contains(msg, strings.ToLower(e.Error())) {
+			return size, e
+		}
+	}
+	return size, fmt.Errorf("dd: %v: %s", err, out)
+}
+
+// TestCheckUnsupported: filesystems without enforced project quotas are
+// named as such, with FailedPrecondition and ErrUnsupported.
+func TestCheckUnsupported(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct{ fstype, opts string }{
+		{"xfs", ""},              // quotas off
+		{"xfs", "pqnoenforce"},   // accounted, not enforced
+		{"ext4", ""},             // quota feature: accounted, not enforced without prjquota
+		{"xfs", "uquota,gquota"}, // other quota types only
+	} {
+		t.Run(c.fstype+"/"+c.opts, func(t *testing.T) {
+			root := loopFS(t, c.fstype, c.opts)
+			err := quota.Check(ctx, root)
+			wantCode(t, err, codes.FailedPrecondition)
+			if !errors.Is(err, quota.ErrUnsupported) {
+				t.Errorf("error %v does not unwrap to ErrUnsupported", err)
+			}
+		})
+	}
+	t.Run("tmpfs", func(t *testing.T) {
+		testenv.RequireRoot(t, "mounts filesystems and sets quotas")
+		dir := t.TempDir()
+		if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+		err := quota.Check(ctx, dir)
+		wantCode(t, err, codes.FailedPrecondition)
+	})
+}
+
+// TestRefusals: symlinks at the final element, missing paths, project 0.
+func TestRefusals(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink("/etc", link); err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, quota.SetProject(ctx, link, 7), codes.InvalidArgument)
+	wantCode(t, quota.SetProject(ctx, filepath.Join(dir, "missing"), 7), codes.NotFound)
+	wantCode(t, quota.SetProject(ctx, "relative", 7), codes.InvalidArgument)
+	wantCode(t, quota.SetLimit(ctx, dir, 0, 1<<20), codes.InvalidArgument)
+	wantCode(t, quota.SetLimit(ctx, dir, 7, -1), codes.InvalidArgument)
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	wantCode(t, quota.Check(cctx, dir), codes.Canceled)
+}
