@@ -61,8 +61,8 @@ func serve(tb testing.TB, sockDir string, opts driver.Options) *served {
 		cancel()
 		tb.Fatal(err)
 	}
-	srv, err := csikit.NewServer(d.Service(), csikit.Options{
-		Name: "hostpath.csikit.dev", Version: "test", NodeID: opts.NodeID,
+	srv, err := csikit.NewServer(d, csikit.Options{
+		Name: "hostpath.csikit.dev", Version: "test", NodeID: opts.NodeID, Disable: opts.Disabled(),
 		VolumeModes: csikit.Mount | csikit.Block, AccessModes: driver.AccessModes(),
 		Alpha: true, Clone: true, Journal: d.Journal(),
 	})
