@@ -83,3 +83,46 @@ func TestWalkRefusesMountsItself(t *testing.T) {
 		}
 	}
 }
+
+// TestMountsBelowEscapedPaths lists mounts below a directory whose path
+// has a space, a tab, a newline and a backslash — escaped in mountinfo —
+// and none from a sibling that shares its prefix.
+func TestMountsBelowEscapedPaths(t *testing.T) {
+	testenv.RequireRoot(t, "mounts tmpfs")
+	d := filepath.Join(t.TempDir(), "vol with space\tand\\back\nslash")
+	for _, p := range []string{"a/mnt one", "b", "../vol with space\tand\\back\nslash-sibling/mnt"} {
+		mnt := filepath.Join(d, p)
+		if err := os.MkdirAll(mnt, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, "size=1m"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = unix.Unmount(mnt, unix.MNT_DETACH) })
+	}
+	got, err := mountsBelow(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{filepath.Join(d, "a/mnt one"): true, filepath.Join(d, "b"): true}
+	if len(got) != len(want) {
+		t.Fatalf("mountsBelow(%q) = %q, want %v", d, got, want)
+	}
+	for _, g := range got {
+		if !want[g] {
+			t.Fatalf("mountsBelow(%q) = %q, want %v", d, got, want)
+		}
+	}
+}
+
+// BenchmarkMountsBelow is the look-up Remove and Copy make before they
+// touch anything: one read of mountinfo.
+func BenchmarkMountsBelow(b *testing.B) {
+	d := b.TempDir()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := mountsBelow(d); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -3,10 +3,11 @@
 package fstree
 
 import (
-	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -176,25 +177,61 @@ func mountsBelow(dir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open("/proc/self/mountinfo")
+	data, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	prefix := strings.TrimSuffix(real, "/") + "/"
+	// Compare in mountinfo's own escaped form, so a line costs a few byte
+	// scans and no allocation; only a match is unescaped.
+	prefix := []byte(escapeMountPath(strings.TrimSuffix(real, "/") + "/"))
 	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
+	for len(data) > 0 {
+		line := data
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			line, data = data[:i], data[i+1:]
+		} else {
+			data = nil
 		}
-		if mp := mountpoint.UnescapeOctal(fields[4]); strings.HasPrefix(mp, prefix) {
-			out = append(out, filepath.Join(dir, strings.TrimPrefix(mp, prefix)))
+		mp := field(line, 4)
+		if bytes.HasPrefix(mp, prefix) {
+			rel := strings.TrimPrefix(mountpoint.UnescapeOctal(string(mp)), strings.TrimSuffix(real, "/")+"/")
+			out = append(out, filepath.Join(dir, rel))
 		}
 	}
-	return out, sc.Err()
+	return out, nil
+}
+
+// field returns the n-th (from 0) space-separated field of a mountinfo line.
+func field(line []byte, n int) []byte {
+	for ; n > 0; n-- {
+		i := bytes.IndexByte(line, ' ')
+		if i < 0 {
+			return nil
+		}
+		line = line[i+1:]
+	}
+	if i := bytes.IndexByte(line, ' '); i >= 0 {
+		return line[:i]
+	}
+	return line
+}
+
+// escapeMountPath escapes a path as the kernel writes it in mountinfo:
+// space, tab, newline and backslash as \ooo.
+func escapeMountPath(p string) string {
+	if !strings.ContainsAny(p, " \t\n\\") {
+		return p
+	}
+	var b strings.Builder
+	for i := 0; i < len(p); i++ {
+		switch c := p[i]; c {
+		case ' ', '\t', '\n', '\\':
+			fmt.Fprintf(&b, "\\%03o", c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
 }
 
 // mountError is the refusal of a walk that met a mount point.
