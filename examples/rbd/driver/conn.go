@@ -200,7 +200,7 @@ func (p *ConnPool) connect(creds Credentials) (*rados.Conn, error) {
 	}
 	if err := conn.Connect(); err != nil {
 		conn.Shutdown()
-		return nil, backendError(err, "connect to the Ceph monitors "+p.monitors+" as "+creds.String())
+		return nil, backendError(err, "connect to the Ceph monitors "+p.monitors+" with the user of the CSI secrets")
 	}
 	return conn, nil
 }

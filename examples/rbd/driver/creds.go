@@ -30,8 +30,8 @@ type Credentials struct {
 	Key string
 }
 
-// String prints the user and hides the key.
-func (c Credentials) String() string { return "client." + c.User + " (key hidden)" }
+// String hides both: the user ID is a CSI secret too.
+func (c Credentials) String() string { return "Ceph credentials from the CSI secrets (hidden)" }
 
 // GoString hides the key from %#v.
 func (c Credentials) GoString() string { return c.String() }

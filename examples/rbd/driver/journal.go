@@ -70,8 +70,10 @@ func hashed(s string) string {
 	return hex.EncodeToString(h[:])
 }
 
-func nameObject(k idempotency.Kind, name string) string { return kindPrefix(k) + ".name." + hashed(name) }
-func idObject(k idempotency.Kind, id string) string     { return kindPrefix(k) + ".id." + hashed(id) }
+func nameObject(k idempotency.Kind, name string) string {
+	return kindPrefix(k) + ".name." + hashed(name)
+}
+func idObject(k idempotency.Kind, id string) string { return kindPrefix(k) + ".id." + hashed(id) }
 
 func checkKind(ctx context.Context, k idempotency.Kind, s string) error {
 	if err := ctx.Err(); err != nil {

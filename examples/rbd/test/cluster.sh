@@ -144,7 +144,7 @@ cephc osd pool set "$pool" size 1 --yes-i-really-mean-it >/dev/null 2>&1
 # (peering needs no mgr; the mgr only reports statistics, later).
 timeout 120 rbd -c "$conf" -n client.admin -k "$dir/client.admin.keyring" pool init "$pool"
 
-user=csikit
+user=tenant42
 key=$(cephc auth get-or-create-key "client.$user" mon 'profile rbd' osd "profile rbd pool=$pool" mgr "profile rbd pool=$pool")
 umask 077
 printf '%s' "$key" >"$dir/$user.key"
