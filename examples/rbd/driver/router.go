@@ -250,7 +250,6 @@ func (d *Driver) choosePool(r *csi.CreateVolumeRequest) (pool, zone string, err 
 	return pools[z], z, nil
 }
 
-
 // ContextWithRequest returns ctx carrying req as the request the journal
 // reads secrets and parameters from; for tests that call the journal
 // without a server.
