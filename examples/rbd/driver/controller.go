@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ceph/go-ceph/rados"
 	"github.com/ceph/go-ceph/rbd"
@@ -195,9 +196,10 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 		default:
 			size, err = d.sizeFor(r.GetCapacityRange(), 0)
 			if err == nil {
-				err = rbd.CreateImage(io, id.image(), uint64(size), opts)
+				create := func() error { return rbd.CreateImage(io, id.image(), uint64(size), opts) }
+				err = create()
 				if errors.Is(err, rbd.ErrExist) {
-					err = nil // another replica, same reservation
+					err = d.settle(io, id.image(), create)
 				}
 				if err != nil {
 					err = backendError(err, "create image "+id.image())
@@ -238,6 +240,25 @@ func setAccess(io *rados.IOContext, name string, block bool) error {
 		return backendError(err, "set image metadata")
 	}
 	return nil
+}
+
+// settle handles an image name that exists but may not open: another
+// replica creating it under the same reservation right now (it opens
+// within moments), or the remains of a create killed halfway (it never
+// will): those are removed and made again.
+func (d *Driver) settle(io *rados.IOContext, name string, make func() error) error {
+	for range 20 {
+		if img, err := rbd.OpenImageReadOnly(io, name, rbd.NoSnapshot); err == nil {
+			_ = img.Close()
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	d.opts.Logger.Warn("removing the remains of an interrupted image create", "image", name)
+	if err := rbd.RemoveImage(io, name); err != nil && !errors.Is(err, rbd.ErrNotFound) {
+		return err
+	}
+	return make()
 }
 
 // checkCaps refuses capabilities the driver cannot serve: RBD images are
@@ -381,7 +402,12 @@ func (d *Driver) cloneFromSnapshot(ctx context.Context, creds Credentials, io *r
 	if lim := cr.GetLimitBytes(); lim > 0 && srcSize > lim {
 		return 0, status.Errorf(codes.OutOfRange, "snapshot %s is %d bytes, more than the limit of %d", snapID, srcSize, lim)
 	}
-	if err := rbd.CloneFromImage(parent, s.snap(), io, id.image(), opts); err != nil && !errors.Is(err, rbd.ErrExist) {
+	clone := func() error { return rbd.CloneFromImage(parent, s.snap(), io, id.image(), opts) }
+	if err := clone(); errors.Is(err, rbd.ErrExist) {
+		if err := d.settle(io, id.image(), clone); err != nil {
+			return 0, backendError(err, "clone snapshot "+snapID)
+		}
+	} else if err != nil {
 		return 0, backendError(err, "clone snapshot "+snapID)
 	}
 	return d.finishClone(ctx, creds, io, id.image(), srcSize, cr)
@@ -424,7 +450,12 @@ func (d *Driver) cloneFromVolume(ctx context.Context, creds Credentials, io *rad
 	if _, err := src.CreateSnapshot(snap); err != nil && !errors.Is(err, rbd.ErrExist) {
 		return 0, backendError(err, "snapshot source volume")
 	}
-	if err := rbd.CloneFromImage(src, snap, io, id.image(), opts); err != nil && !errors.Is(err, rbd.ErrExist) {
+	clone := func() error { return rbd.CloneFromImage(src, snap, io, id.image(), opts) }
+	err = clone()
+	if errors.Is(err, rbd.ErrExist) {
+		err = d.settle(io, id.image(), clone)
+	}
+	if err != nil {
 		_ = src.GetSnapshot(snap).Remove()
 		return 0, backendError(err, "clone volume "+srcID)
 	}
