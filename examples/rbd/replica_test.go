@@ -348,7 +348,7 @@ func TestReplicaCompletesReservation(t *testing.T) {
 	req := createReq("half-made", pool, secrets)
 	fp, _ := idempotency.Fingerprint(req)
 	j := driver.NewOmapJournal(conns, creds, pool)
-	reserved := fmt.Sprintf("%d-%s", poolID, idempotency.RandomID(""))
+	reserved := fmt.Sprintf("%d-m%s", poolID, idempotency.RandomID("")) // a mount volume
 	if _, err := j.Reserve(context.Background(), idempotency.Reservation{Kind: idempotency.KindVolume, Name: req.Name, Fingerprint: fp, ID: reserved}); err != nil {
 		t.Fatal(err)
 	}

@@ -19,18 +19,7 @@ import (
 const (
 	defaultVolumeSize = 1 << 30
 	sizeAlign         = 1 << 20 // images are whole MiB: loop and krbd devices like that
-	// metaAccess is the image metadata key recording the access type
-	// ("block" or "mount"), so a clone of a block volume cannot become a
-	// file system volume by accident.
-	metaAccess = "csikit.access"
 )
-
-func accessOf(block bool) string {
-	if block {
-		return "block"
-	}
-	return "mount"
-}
 
 func wantsBlock(caps []*csi.VolumeCapability) bool {
 	for _, c := range caps {
@@ -42,16 +31,19 @@ func wantsBlock(caps []*csi.VolumeCapability) bool {
 }
 
 // checkSourceAccess refuses a source whose access type differs from the
-// request's.
-func checkSourceAccess(src *rbd.Image, block bool, what string) error {
-	got, err := src.GetMetadata(metaAccess)
-	if err != nil {
-		return nil // made by something else: no record to compare
-	}
-	if got != accessOf(block) {
-		return status.Errorf(codes.InvalidArgument, "%s is a %s volume; the request asks for %s", what, got, accessOf(block))
+// request's (recorded in both IDs).
+func checkSourceAccess(srcBlock, block bool, what string) error {
+	if srcBlock != block {
+		return status.Errorf(codes.InvalidArgument, "%s is a %s volume; the request asks for %s", what, accessName(srcBlock), accessName(block))
 	}
 	return nil
+}
+
+func accessName(block bool) string {
+	if block {
+		return "block"
+	}
+	return "mount"
 }
 
 // volumeIO opens the pool of v with creds and returns its name too.
@@ -210,9 +202,6 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 			return nil, err
 		}
 	}
-	if err := setAccess(io, id.image(), wantsBlock(r.GetVolumeCapabilities())); err != nil {
-		return nil, err
-	}
 	if lim := r.GetCapacityRange().GetLimitBytes(); lim > 0 && size > lim {
 		return nil, status.Errorf(codes.AlreadyExists, "volume %s exists with %d bytes, more than the limit of %d", id, size, lim)
 	}
@@ -227,19 +216,6 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 		vol.AccessibleTopology = []*csi.Topology{{Segments: map[string]string{TopologyKey: zone}}}
 	}
 	return &csi.CreateVolumeResponse{Volume: vol}, nil
-}
-
-// setAccess records the access type in the image's metadata.
-func setAccess(io *rados.IOContext, name string, block bool) error {
-	img, err := rbd.OpenImage(io, name, rbd.NoSnapshot)
-	if err != nil {
-		return backendError(err, "open image "+name)
-	}
-	defer img.Close()
-	if err := img.SetMetadata(metaAccess, accessOf(block)); err != nil {
-		return backendError(err, "set image metadata")
-	}
-	return nil
 }
 
 // settle handles an image name that exists but may not open: another
@@ -386,7 +362,7 @@ func (d *Driver) cloneFromSnapshot(ctx context.Context, creds Credentials, io *r
 		return 0, status.Errorf(codes.NotFound, "snapshot %q does not exist", snapID)
 	}
 	defer parent.Close()
-	if err := checkSourceAccess(parent, block, "snapshot "+snapID); err != nil {
+	if err := checkSourceAccess(s.vol.block, block, "snapshot "+snapID); err != nil {
 		return 0, err
 	}
 	var srcSize int64
@@ -434,7 +410,7 @@ func (d *Driver) cloneFromVolume(ctx context.Context, creds Credentials, io *rad
 		return 0, backendError(err, "open source volume")
 	}
 	defer src.Close()
-	if err := checkSourceAccess(src, block, "volume "+srcID); err != nil {
+	if err := checkSourceAccess(v.block, block, "volume "+srcID); err != nil {
 		return 0, err
 	}
 	srcSize, err := src.GetSize()
@@ -487,7 +463,7 @@ func (d *Driver) DeleteVolume(ctx context.Context, r *csi.DeleteVolumeRequest) (
 		return nil, err
 	}
 	defer done()
-	img, err := rbd.OpenImage(io, id.image(), rbd.NoSnapshot)
+	img, err := rbd.OpenImageReadOnly(io, id.image(), rbd.NoSnapshot)
 	if errors.Is(err, rbd.ErrNotFound) {
 		return &csi.DeleteVolumeResponse{}, nil
 	}
@@ -495,7 +471,7 @@ func (d *Driver) DeleteVolume(ctx context.Context, r *csi.DeleteVolumeRequest) (
 		return nil, backendError(err, "open image")
 	}
 	ws, err := img.ListWatchers()
-	if err == nil && len(ws) > 1 { // ours is one
+	if err == nil && len(ws) > 0 { // a read-only open does not watch
 		_ = img.Close()
 		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is in use (mapped on a node): unstage it first", id)
 	}

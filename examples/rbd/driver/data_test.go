@@ -187,7 +187,7 @@ func TestDataSnapshotRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, v := range []string{a, b, cl, vc} {
-		hex := v[strings.IndexByte(v, '-')+1:]
+		hex := v[strings.IndexByte(v, '-')+2:]
 		for _, n := range names {
 			if strings.HasSuffix(n, hex) {
 				t.Errorf("image %s is left after every volume and snapshot was deleted", n)

@@ -8,10 +8,12 @@ import (
 // Volume and snapshot IDs name where the object lives, so that every call
 // finds it without a lookup:
 //
-//	volume   <pool ID>-<32 hex digits>                 image csi-vol-<hex>
-//	snapshot <pool ID>-<volume hex>-<32 hex digits>    snapshot csi-snap-<hex> of that image
+//	volume   <pool ID>-<a><32 hex digits>                  image csi-vol-<a><hex>
+//	snapshot <pool ID>-<a><volume hex>-<32 hex digits>     snapshot csi-snap-<hex> of that image
 //
-// The pool is named by its numeric ID, which survives a pool rename.
+// The pool is named by its numeric ID, which survives a pool rename; <a>
+// is the access type, "m" (mount) or "b" (block), so a clone or restore of
+// the other type is refused without a lookup.
 const (
 	imagePrefix   = "csi-vol-"
 	deletedPrefix = "csi-del-" // a deleted volume kept for its snapshots or clones
@@ -21,14 +23,23 @@ const (
 
 // volumeID is a parsed volume ID.
 type volumeID struct {
-	pool int64
-	hex  string
+	pool  int64
+	block bool
+	hex   string
 }
 
-func (v volumeID) String() string    { return itoa(v.pool) + "-" + v.hex }
-func (v volumeID) image() string     { return imagePrefix + v.hex }
-func (v volumeID) deleted() string   { return deletedPrefix + v.hex }
-func (v volumeID) cloneSnap() string { return clonePrefix + v.hex }
+func accessChar(block bool) string {
+	if block {
+		return "b"
+	}
+	return "m"
+}
+
+func (v volumeID) String() string    { return itoa(v.pool) + "-" + accessChar(v.block) + v.hex }
+func (v volumeID) local() string     { return accessChar(v.block) + v.hex }
+func (v volumeID) image() string     { return imagePrefix + v.local() }
+func (v volumeID) deleted() string   { return deletedPrefix + v.local() }
+func (v volumeID) cloneSnap() string { return clonePrefix + v.local() }
 
 // snapshotID is a parsed snapshot ID.
 type snapshotID struct {
@@ -61,6 +72,15 @@ func parsePool(s string) (int64, bool) {
 	return n, err == nil && n >= 0
 }
 
+// parseLocal parses the part of a volume ID after the pool, as image
+// names carry it.
+func parseLocal(pool int64, h string) (volumeID, bool) {
+	if len(h) != 33 || (h[0] != 'b' && h[0] != 'm') || !isHex32(h[1:]) {
+		return volumeID{}, false
+	}
+	return volumeID{pool: pool, block: h[0] == 'b', hex: h[1:]}, true
+}
+
 // parseVolumeID parses an ID from a request; anything else is not ours.
 func parseVolumeID(s string) (volumeID, bool) {
 	p, h, ok := strings.Cut(s, "-")
@@ -68,10 +88,10 @@ func parseVolumeID(s string) (volumeID, bool) {
 		return volumeID{}, false
 	}
 	pool, ok := parsePool(p)
-	if !ok || !isHex32(h) {
+	if !ok {
 		return volumeID{}, false
 	}
-	return volumeID{pool: pool, hex: h}, true
+	return parseLocal(pool, h)
 }
 
 // parseSnapshotID parses a snapshot ID from a request.

@@ -155,12 +155,6 @@ func (j *OmapJournal) Reserve(ctx context.Context, r idempotency.Reservation) (i
 	}
 	defer done()
 	nobj, iobj := nameObject(r.Kind, r.Name), idObject(r.Kind, r.ID)
-	// Fast path for retries: the name is already bound.
-	if m, ok, err := readOmap(io, nobj); err != nil {
-		return idempotency.Record{}, journalErr(err, "read reservation")
-	} else if ok {
-		return j.existing(r, m)
-	}
 	// The ID first (see the type's doc), exclusively: an ID bound to
 	// another name is a broken NewID.
 	if err := createWithOmap(io, iobj, map[string][]byte{"name": []byte(r.Name)}); err != nil {

@@ -83,8 +83,10 @@ func (d *Driver) ListVolumes(ctx context.Context, r *csi.ListVolumesRequest) (*c
 			return nil, backendError(err, "list images")
 		}
 		for _, n := range names {
-			if hex, ok := strings.CutPrefix(n, imagePrefix); ok && isHex32(hex) {
-				all = append(all, entry{id: volumeID{pool: poolID, hex: hex}, pool: p})
+			if local, ok := strings.CutPrefix(n, imagePrefix); ok {
+				if v, ok := parseLocal(poolID, local); ok {
+					all = append(all, entry{id: v, pool: p})
+				}
 			}
 		}
 	}

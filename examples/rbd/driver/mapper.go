@@ -355,15 +355,20 @@ func (m *fuseMapper) Unmap(ctx context.Context, img Image) error {
 				return err
 			}
 		}
-		if err := unix.Unmount(mp, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+		// A detached loop device lets go of its file asynchronously (when
+		// its last opener, e.g. a udev probe, closes it): retry a while.
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			err := unix.Unmount(mp, 0)
+			if err == nil || errors.Is(err, unix.EINVAL) {
+				break
+			}
 			if !errors.Is(err, unix.EBUSY) {
 				return status.Errorf(codes.Internal, "unmount rbd-fuse at %s: %v", mp, err)
 			}
-			// A detached loop device lets go asynchronously.
-			time.Sleep(100 * time.Millisecond)
-			if err := unix.Unmount(mp, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+			if time.Now().After(deadline) || ctx.Err() != nil {
 				return status.Errorf(codes.FailedPrecondition, "unmount rbd-fuse at %s: %v", mp, err)
 			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
 	m.waitExit(img)

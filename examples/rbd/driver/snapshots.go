@@ -165,11 +165,12 @@ func (d *Driver) ListSnapshots(ctx context.Context, r *csi.ListSnapshotsRequest)
 			return nil, backendError(err, "list images")
 		}
 		for _, n := range names {
-			hex, ok := strings.CutPrefix(n, imagePrefix)
+			local, ok := strings.CutPrefix(n, imagePrefix)
 			if !ok {
-				hex, ok = strings.CutPrefix(n, deletedPrefix)
+				local, ok = strings.CutPrefix(n, deletedPrefix)
 			}
-			if !ok || !isHex32(hex) || (onlyImage != "" && hex != onlyImage) {
+			vol, ok2 := parseLocal(poolID, local)
+			if !ok || !ok2 || (onlyImage != "" && vol.hex != onlyImage) {
 				continue
 			}
 			img, err := rbd.OpenImageReadOnly(io, n, rbd.NoSnapshot)
@@ -182,7 +183,7 @@ func (d *Driver) ListSnapshots(ctx context.Context, r *csi.ListSnapshotsRequest)
 				if !ok || !isHex32(sh) {
 					continue
 				}
-				sid := snapshotID{vol: volumeID{pool: poolID, hex: hex}, hex: sh}
+				sid := snapshotID{vol: vol, hex: sh}
 				if wantSnap != "" && sid.String() != wantSnap {
 					continue
 				}
