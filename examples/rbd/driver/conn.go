@@ -188,6 +188,9 @@ func (p *ConnPool) connect(creds Credentials) (*rados.Conn, error) {
 		{"admin_socket", ""},
 		{"log_file", ""},
 		{"log_to_stderr", "false"},
+		// The controller never does image I/O: no cache (and no cache
+		// flusher thread) per opened image.
+		{"rbd_cache", "false"},
 		{"err_to_stderr", "false"},
 		{"client_mount_timeout", secs},
 		{"rados_mon_op_timeout", secs},

@@ -463,26 +463,26 @@ func (d *Driver) DeleteVolume(ctx context.Context, r *csi.DeleteVolumeRequest) (
 		return nil, err
 	}
 	defer done()
-	img, err := rbd.OpenImageReadOnly(io, id.image(), rbd.NoSnapshot)
-	if errors.Is(err, rbd.ErrNotFound) {
-		return &csi.DeleteVolumeResponse{}, nil
-	}
-	if err != nil {
-		return nil, backendError(err, "open image")
-	}
-	ws, err := img.ListWatchers()
-	if err == nil && len(ws) > 0 { // a read-only open does not watch
-		_ = img.Close()
-		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is in use (mapped on a node): unstage it first", id)
-	}
 	var parent string
-	if p, err := img.GetParent(); err == nil {
-		parent = p.Image.ImageName
+	if id.clone { // only clones can have a hidden parent to reap afterwards
+		img, err := rbd.OpenImageReadOnly(io, id.image(), rbd.NoSnapshot)
+		if errors.Is(err, rbd.ErrNotFound) {
+			return &csi.DeleteVolumeResponse{}, nil
+		}
+		if err != nil {
+			return nil, backendError(err, "open image")
+		}
+		if p, err := img.GetParent(); err == nil {
+			parent = p.Image.ImageName
+		}
+		_ = img.Close()
 	}
-	_ = img.Close()
 	if err := rbd.RemoveImage(io, id.image()); err != nil {
 		switch cephErrno(err) {
-		case 39, 16: // ENOTEMPTY: has snapshots; EBUSY: has clones
+		case 39, 16: // ENOTEMPTY: has snapshots; EBUSY: has clones, or watchers
+			if mapped(io, id.image()) {
+				return nil, status.Errorf(codes.FailedPrecondition, "volume %s is in use (mapped on a node): unstage it first", id)
+			}
 			if err := rbd.GetImage(io, id.image()).Rename(id.deleted()); err != nil && !errors.Is(err, rbd.ErrNotFound) {
 				return nil, backendError(err, "hide deleted image")
 			}
@@ -496,6 +496,17 @@ func (d *Driver) DeleteVolume(ctx context.Context, r *csi.DeleteVolumeRequest) (
 		d.reap(io, parent)
 	}
 	return &csi.DeleteVolumeResponse{}, nil
+}
+
+// mapped reports whether a client has the image open (a node mapped it).
+func mapped(io *rados.IOContext, name string) bool {
+	img, err := rbd.OpenImageReadOnly(io, name, rbd.NoSnapshot)
+	if err != nil {
+		return false
+	}
+	defer img.Close()
+	ws, err := img.ListWatchers()
+	return err == nil && len(ws) > 0 // a read-only open does not watch
 }
 
 // reap removes a hidden deleted image once nothing needs it, and then its

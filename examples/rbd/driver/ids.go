@@ -12,8 +12,10 @@ import (
 //	snapshot <pool ID>-<a><volume hex>-<32 hex digits>     snapshot csi-snap-<hex> of that image
 //
 // The pool is named by its numeric ID, which survives a pool rename; <a>
-// is the access type, "m" (mount) or "b" (block), so a clone or restore of
-// the other type is refused without a lookup.
+// is the access type, "m" (mount) or "b" (block), upper case ("M", "B")
+// for a volume made from a snapshot or volume: a clone or restore of the
+// other type is refused, and DeleteVolume looks for a parent to reap,
+// without a lookup.
 const (
 	imagePrefix   = "csi-vol-"
 	deletedPrefix = "csi-del-" // a deleted volume kept for its snapshots or clones
@@ -25,18 +27,25 @@ const (
 type volumeID struct {
 	pool  int64
 	block bool
+	clone bool // made from a content source: has (or had) a parent image
 	hex   string
 }
 
-func accessChar(block bool) string {
+// kindChar is "m" or "b" for a mount or block volume, upper case for one
+// made from a content source.
+func kindChar(block, clone bool) string {
+	c := "m"
 	if block {
-		return "b"
+		c = "b"
 	}
-	return "m"
+	if clone {
+		c = strings.ToUpper(c)
+	}
+	return c
 }
 
-func (v volumeID) String() string    { return itoa(v.pool) + "-" + accessChar(v.block) + v.hex }
-func (v volumeID) local() string     { return accessChar(v.block) + v.hex }
+func (v volumeID) String() string    { return itoa(v.pool) + "-" + v.local() }
+func (v volumeID) local() string     { return kindChar(v.block, v.clone) + v.hex }
 func (v volumeID) image() string     { return imagePrefix + v.local() }
 func (v volumeID) deleted() string   { return deletedPrefix + v.local() }
 func (v volumeID) cloneSnap() string { return clonePrefix + v.local() }
@@ -75,10 +84,10 @@ func parsePool(s string) (int64, bool) {
 // parseLocal parses the part of a volume ID after the pool, as image
 // names carry it.
 func parseLocal(pool int64, h string) (volumeID, bool) {
-	if len(h) != 33 || (h[0] != 'b' && h[0] != 'm') || !isHex32(h[1:]) {
+	if len(h) != 33 || !strings.ContainsRune("bmBM", rune(h[0])) || !isHex32(h[1:]) {
 		return volumeID{}, false
 	}
-	return volumeID{pool: pool, block: h[0] == 'b', hex: h[1:]}, true
+	return volumeID{pool: pool, block: h[0] == 'b' || h[0] == 'B', clone: h[0] < 'a', hex: h[1:]}, true
 }
 
 // parseVolumeID parses an ID from a request; anything else is not ours.

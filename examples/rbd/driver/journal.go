@@ -128,6 +128,28 @@ func createWithOmap(io *rados.IOContext, oid string, vals map[string][]byte) err
 	return op.Operate(io, oid, rados.OperationNoFlag)
 }
 
+// idData is the name object's data: the ID it binds, so a write can be
+// guarded on it with one compare-extent step.
+func idData(id string) []byte { return []byte(id + "\n") }
+
+// guarded runs the steps add puts into a write op on the name object of a
+// record that must still bind id; it reports false if the record is gone or
+// binds another ID.
+func guarded(io *rados.IOContext, nobj, id string, add func(*rados.WriteOp)) (bool, error) {
+	op := rados.CreateWriteOp()
+	defer op.Release()
+	op.CmpExt(idData(id), 0)
+	add(op)
+	err := op.Operate(io, nobj, rados.OperationNoFlag)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, rados.ErrNotFound) || cephErrno(err) >= 4095: // -MAX_ERRNO-offset: mismatch
+		return false, nil
+	}
+	return false, err
+}
+
 func decodeRecord(k idempotency.Kind, m map[string][]byte) idempotency.Record {
 	ns, _ := strconv.ParseInt(string(m["reserved"]), 10, 64)
 	rec := idempotency.Record{
@@ -178,10 +200,15 @@ func (j *OmapJournal) Reserve(ctx context.Context, r idempotency.Reservation) (i
 		}
 	}
 	now := time.Now()
-	err = createWithOmap(io, nobj, map[string][]byte{
+	op := rados.CreateWriteOp()
+	op.Create(rados.CreateExclusive)
+	op.WriteFull(idData(r.ID)) // for the one-op guarded commit and release
+	op.SetOmap(map[string][]byte{
 		"name": []byte(r.Name), "id": []byte(r.ID), "fp": r.Fingerprint,
 		"reserved": []byte(itoa(now.UnixNano())),
 	})
+	err = op.Operate(io, nobj, rados.OperationNoFlag)
+	op.Release()
 	if err == nil {
 		return idempotency.Record{Kind: r.Kind, Name: r.Name, ID: r.ID, Fingerprint: slices.Clone(r.Fingerprint), Reserved: time.Unix(0, now.UnixNano())}, nil
 	}
@@ -225,6 +252,13 @@ func (j *OmapJournal) Commit(ctx context.Context, kind idempotency.Kind, name, i
 	}
 	defer done()
 	nobj := nameObject(kind, name)
+	// The usual commit, of the reserved ID: one guarded write.
+	vals := map[string][]byte{"committed": []byte("1"), "response": response}
+	if ok, err := guarded(io, nobj, id, func(op *rados.WriteOp) { op.SetOmap(vals) }); err != nil {
+		return journalErr(err, "commit")
+	} else if ok {
+		return nil
+	}
 	m, ok, err := readOmap(io, nobj)
 	if err != nil {
 		return journalErr(err, "read reservation")
@@ -246,6 +280,7 @@ func (j *OmapJournal) Commit(ctx context.Context, kind idempotency.Kind, name, i
 	op := rados.CreateWriteOp()
 	defer op.Release()
 	op.AssertExists() // a concurrent Release wins: nothing to commit then
+	op.WriteFull(idData(id))
 	op.SetOmap(map[string][]byte{"committed": []byte("1"), "response": response, "id": []byte(id)})
 	if err := op.Operate(io, nobj, rados.OperationNoFlag); err != nil {
 		if errors.Is(err, rados.ErrNotFound) {
@@ -330,13 +365,9 @@ func (j *OmapJournal) Release(ctx context.Context, kind idempotency.Kind, id str
 	if !ok {
 		return nil
 	}
-	nobj := nameObject(kind, string(m["name"]))
-	if rm, ok, err := readOmap(io, nobj); err != nil {
-		return journalErr(err, "read reservation")
-	} else if ok && string(rm["id"]) == id {
-		if err := io.Delete(nobj); err != nil && !errors.Is(err, rados.ErrNotFound) {
-			return journalErr(err, "release name")
-		}
+	// The name goes only if it still binds id: one guarded remove.
+	if _, err := guarded(io, nameObject(kind, string(m["name"])), id, func(op *rados.WriteOp) { op.Remove() }); err != nil {
+		return journalErr(err, "release name")
 	}
 	if err := io.Delete(idObject(kind, id)); err != nil && !errors.Is(err, rados.ErrNotFound) {
 		return journalErr(err, "release ID")

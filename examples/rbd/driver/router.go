@@ -108,7 +108,7 @@ func (j requestJournal) forName(ctx context.Context, kind idempotency.Kind) (*Om
 			return nil, "", err
 		}
 		j.d.remember(creds, pool)
-		return NewOmapJournal(j.d.conns, creds, pool), itoa(id) + "-" + accessChar(wantsBlock(r.GetVolumeCapabilities())), nil
+		return NewOmapJournal(j.d.conns, creds, pool), itoa(id) + "-" + kindChar(wantsBlock(r.GetVolumeCapabilities()), r.GetVolumeContentSource() != nil), nil
 	case *csi.CreateSnapshotRequest:
 		if kind != idempotency.KindSnapshot {
 			break
