@@ -72,6 +72,7 @@ func publishBlock(t *testing.T, d *driver.Driver, c cephtest.Cluster, vol string
 			t.Errorf("unstage %s: %v", vol, err)
 		}
 	})
+	keyNowhere(t, c.Key)
 	if _, err := d.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: vol, StagingTargetPath: staging, TargetPath: target, VolumeCapability: blockCap}); err != nil {
 		t.Fatal(err)
 	}
@@ -253,4 +254,31 @@ func TestFailedStageLeavesNothing(t *testing.T) {
 	if ents, _ := os.ReadDir(filepath.Join(state, "keys")); len(ents) > 0 {
 		t.Errorf("key files left: %v", ents)
 	}
+}
+
+// keyNowhere fails if the key is in any process's arguments or
+// environment (rbd-fuse is running now), or in a file of the test's
+// temporary directories (the key files must be gone once mapped).
+func keyNowhere(t *testing.T, key string) {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		for _, f := range []string{"cmdline", "environ"} {
+			if b, err := os.ReadFile(filepath.Join(p, f)); err == nil && bytes.Contains(b, []byte(key)) {
+				cmd, _ := os.ReadFile(filepath.Join(p, "cmdline"))
+				t.Errorf("the key is in %s/%s (%s)", p, f, bytes.ReplaceAll(cmd, []byte{0}, []byte{' '}))
+			}
+		}
+	}
+	_ = filepath.WalkDir(os.TempDir(), func(path string, e os.DirEntry, err error) error {
+		if err != nil || e.IsDir() || !strings.Contains(path, t.Name()[:strings.IndexByte(t.Name()+"/", '/')]) {
+			return nil
+		}
+		if e.Type().IsRegular() && !strings.Contains(path, "/fuse/") {
+			if b, err := os.ReadFile(path); err == nil && bytes.Contains(b, []byte(key)) {
+				t.Errorf("the key is in file %s", path)
+			}
+		}
+		return nil
+	})
 }
