@@ -1,0 +1,189 @@
+//go:build linux
+
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/csikit/csikit"
+	"github.com/csikit/csikit/examples/rbd/driver"
+	"github.com/csikit/csikit/examples/rbd/internal/cephtest"
+	"github.com/csikit/csikit/idempotency"
+)
+
+// latencies collects per-operation durations and reports p50/p99.
+type latencies struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (l *latencies) add(d time.Duration) {
+	l.mu.Lock()
+	l.d = append(l.d, d)
+	l.mu.Unlock()
+}
+
+func (l *latencies) report(b *testing.B) {
+	slices.Sort(l.d)
+	if len(l.d) == 0 {
+		return
+	}
+	pct := func(p float64) float64 { return float64(l.d[int(float64(len(l.d)-1)*p)].Microseconds()) / 1000 }
+	b.ReportMetric(pct(0.50), "p50-ms")
+	b.ReportMetric(pct(0.99), "p99-ms")
+}
+
+// serve runs the driver through csikit on a unix socket and returns a
+// controller client.
+func serve(b *testing.B, c cephtest.Cluster) csi.ControllerClient {
+	b.Helper()
+	d, err := driver.New(driver.Options{Monitors: c.Monitors, DefaultPool: c.Pool, StateDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv, err := csikit.NewServer(d.Service(), d.ServerOptions(csikit.Options{Name: "rbd.csikit.dev", Version: "v0.0.0-bench", NodeID: "bench"}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	sock := filepath.Join(b.TempDir(), "csi.sock")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = srv.ListenAndServe(ctx, "unix://"+sock); close(done) }()
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = conn.Close(); cancel(); <-done; _ = d.Close() })
+	ctrl := csi.NewControllerClient(conn)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if _, err := csi.NewIdentityClient(conn).Probe(ctx, &csi.ProbeRequest{}); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("server never answered")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return ctrl
+}
+
+// BenchmarkCreateDeleteVolume is CreateVolume + DeleteVolume of a 4 MiB
+// image through the whole stack (gRPC, csikit's chain, the omap journal,
+// librbd over the pooled connection), from 8 parallel clients.
+func BenchmarkCreateDeleteVolume(b *testing.B) {
+	c := cephtest.Require(b)
+	ctrl := serve(b, c)
+	var lat latencies
+	var n atomic.Int64
+	prefix := idempotency.RandomID("")[:8]
+	b.SetParallelism(max(1, 8/runtime.GOMAXPROCS(0))) // 8 clients
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for pb.Next() {
+			start := time.Now()
+			resp, err := ctrl.CreateVolume(ctx, createReq(fmt.Sprintf("bench-%s-%d", prefix, n.Add(1)), c.Pool, c.Secrets()))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if _, err := ctrl.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: resp.GetVolume().GetVolumeId(), Secrets: c.Secrets()}); err != nil {
+				b.Error(err)
+				return
+			}
+			lat.add(time.Since(start))
+		}
+	})
+	b.StopTimer()
+	lat.report(b)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
+}
+
+// BenchmarkCreateDeleteCLI is the same create + delete done the way
+// drivers that shell out do it: one `rbd create` and one `rbd rm` process
+// per call, 8 in parallel.
+func BenchmarkCreateDeleteCLI(b *testing.B) {
+	c := cephtest.Require(b)
+	if _, err := exec.LookPath("rbd"); err != nil {
+		cephtest.Skipf(b, "needs the rbd CLI (ceph-common)")
+	}
+	args := []string{"-m", c.Monitors, "--id", c.User, "--key", c.Key, "--no-mon-config"}
+	var lat latencies
+	var n atomic.Int64
+	prefix := idempotency.RandomID("")[:8]
+	b.SetParallelism(max(1, 8/runtime.GOMAXPROCS(0))) // 8 clients
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			img := fmt.Sprintf("%s/cli-%s-%d", c.Pool, prefix, n.Add(1))
+			start := time.Now()
+			if out, err := exec.Command("rbd", append(args, "create", "--size", "4M", img)...).CombinedOutput(); err != nil {
+				b.Errorf("rbd create: %v: %s", err, out)
+				return
+			}
+			if out, err := exec.Command("rbd", append(args, "rm", "--no-progress", img)...).CombinedOutput(); err != nil {
+				b.Errorf("rbd rm: %v: %s", err, out)
+				return
+			}
+			lat.add(time.Since(start))
+		}
+	})
+	b.StopTimer()
+	lat.report(b)
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
+}
+
+// BenchmarkJournalReserveCommit is one journal reservation and its commit
+// on the cluster's omap objects, sequential and with 8 parallel callers.
+func BenchmarkJournalReserveCommit(b *testing.B) {
+	c := cephtest.Require(b)
+	for _, par := range []int{1, 8} {
+		b.Run(fmt.Sprintf("clients=%d", par), func(b *testing.B) {
+			pool := driver.NewConnPool(c.Monitors, 30*time.Second, time.Minute)
+			defer pool.Close()
+			j := driver.NewOmapJournal(pool, driver.Credentials{User: c.User, Key: c.Key}, c.Pool)
+			var lat latencies
+			var n atomic.Int64
+			prefix := idempotency.RandomID("")[:8]
+			var ids sync.Map
+			b.SetParallelism(max(1, par/runtime.GOMAXPROCS(0)))
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				ctx := context.Background()
+				for pb.Next() {
+					name, id := fmt.Sprintf("jb-%s-%d", prefix, n.Add(1)), idempotency.RandomID("")
+					start := time.Now()
+					if _, err := j.Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: name, ID: id, Fingerprint: []byte("fp")}); err != nil {
+						b.Error(err)
+						return
+					}
+					if err := j.Commit(ctx, idempotency.KindVolume, name, id, []byte("response")); err != nil {
+						b.Error(err)
+						return
+					}
+					lat.add(time.Since(start))
+					ids.Store(id, true)
+				}
+			})
+			b.StopTimer()
+			lat.report(b)
+			ids.Range(func(k, _ any) bool {
+				_ = j.Release(context.Background(), idempotency.KindVolume, k.(string))
+				return true
+			})
+		})
+	}
+}

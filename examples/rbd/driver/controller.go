@@ -1,0 +1,580 @@
+package driver
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ceph/go-ceph/rados"
+	"github.com/ceph/go-ceph/rbd"
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/csikit/csikit/idempotency"
+)
+
+const (
+	defaultVolumeSize = 1 << 30
+	sizeAlign         = 1 << 20 // images are whole MiB: loop and krbd devices like that
+)
+
+func wantsBlock(caps []*csi.VolumeCapability) bool {
+	for _, c := range caps {
+		if c.GetBlock() != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// checkSourceAccess refuses a source whose access type differs from the
+// request's (recorded in both IDs).
+func checkSourceAccess(srcBlock, block bool, what string) error {
+	if srcBlock != block {
+		return status.Errorf(codes.InvalidArgument, "%s is a %s volume; the request asks for %s", what, accessName(srcBlock), accessName(block))
+	}
+	return nil
+}
+
+func accessName(block bool) string {
+	if block {
+		return "block"
+	}
+	return "mount"
+}
+
+// volumeIO opens the pool of v with creds and returns its name too.
+func (d *Driver) volumeIO(ctx context.Context, creds Credentials, pool int64) (*rados.IOContext, string, func(), error) {
+	name, err := d.poolName(ctx, creds, pool)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	io, done, err := d.conns.IOContext(ctx, creds, name, "")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return io, name, done, nil
+}
+
+// sizeFor picks the image size for a capacity range.
+func (d *Driver) sizeFor(cr *csi.CapacityRange, minSize int64) (int64, error) {
+	req, lim := cr.GetRequiredBytes(), cr.GetLimitBytes()
+	if req > d.opts.MaxVolumeSize {
+		return 0, status.Errorf(codes.OutOfRange, "required %d bytes is more than the maximum volume size of %d bytes", req, d.opts.MaxVolumeSize)
+	}
+	size := max(req, minSize)
+	if size == 0 {
+		size = defaultVolumeSize
+	}
+	size = (size + sizeAlign - 1) / sizeAlign * sizeAlign
+	if lim > 0 && size > lim {
+		if minSize > lim {
+			return 0, status.Errorf(codes.OutOfRange, "the source is %d bytes, more than the limit of %d bytes", minSize, lim)
+		}
+		if req > lim {
+			return 0, status.Errorf(codes.OutOfRange, "required %d bytes is more than the limit of %d bytes", req, lim)
+		}
+		size = max(req, minSize, lim/sizeAlign*sizeAlign)
+		if size == 0 || size > lim {
+			return 0, status.Errorf(codes.OutOfRange, "no whole MiB fits between %d and %d bytes", req, lim)
+		}
+	}
+	return size, nil
+}
+
+// imageOptions builds librbd options from the StorageClass parameters.
+func imageOptions(params map[string]string) (*rbd.ImageOptions, error) {
+	names := []string{rbd.FeatureNameLayering}
+	if f := params[ParamImageFeatures]; f != "" {
+		names = nil
+		for _, n := range strings.Split(f, ",") {
+			n = strings.TrimSpace(n)
+			switch n {
+			case rbd.FeatureNameLayering, rbd.FeatureNameExclusiveLock, rbd.FeatureNameObjectMap,
+				rbd.FeatureNameFastDiff, rbd.FeatureNameDeepFlatten, rbd.FeatureNameJournaling:
+				names = append(names, n)
+			case "":
+			default:
+				return nil, status.Errorf(codes.InvalidArgument, "parameter %q: unknown image feature %q", ParamImageFeatures, n)
+			}
+		}
+		if !slices.Contains(names, rbd.FeatureNameLayering) {
+			names = append(names, rbd.FeatureNameLayering) // snapshots restore by cloning
+		}
+	}
+	o := rbd.NewRbdImageOptions()
+	fs := rbd.FeatureSetFromNames(names)
+	if err := o.SetUint64(rbd.ImageOptionFeatures, uint64(fs)); err != nil {
+		o.Destroy()
+		return nil, status.Errorf(codes.Internal, "image options: %v", err)
+	}
+	if dp := params[ParamDataPool]; dp != "" {
+		if err := o.SetString(rbd.ImageOptionDataPool, dp); err != nil {
+			o.Destroy()
+			return nil, status.Errorf(codes.Internal, "image options: %v", err)
+		}
+	}
+	return o, nil
+}
+
+// CreateVolume makes image csi-vol-<hex> for the reserved ID: blank, a
+// clone of a snapshot, or a clone of a volume.
+func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+	rid, ok := idempotency.ReservedID(ctx)
+	if !ok {
+		return nil, status.Error(codes.Internal, "no reserved volume ID: build the server with Driver.ServerOptions")
+	}
+	id, ok := parseVolumeID(rid)
+	if !ok {
+		return nil, status.Errorf(codes.Internal, "reserved ID %q is not a volume ID of this driver", rid)
+	}
+	creds, err := CredentialsFromSecrets(r.GetSecrets())
+	if err != nil {
+		return nil, err
+	}
+	if err := checkCaps(r.GetVolumeCapabilities()); err != nil {
+		return nil, err
+	}
+	_, zone, err := d.choosePool(r)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := d.mappers[r.GetParameters()[ParamMapper]]; !ok && r.GetParameters()[ParamMapper] != "" {
+		return nil, status.Errorf(codes.InvalidArgument, "parameter %q: want krbd, rbd-nbd or rbd-fuse", ParamMapper)
+	}
+	ctx, cancel := d.opCtx(ctx)
+	defer cancel()
+	io, pool, done, err := d.volumeIO(ctx, creds, id.pool)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	d.remember(creds, pool)
+	opts, err := imageOptions(r.GetParameters())
+	if err != nil {
+		return nil, err
+	}
+	defer opts.Destroy()
+
+	src := r.GetVolumeContentSource()
+	var size int64
+	// A retry, or a second replica racing on the same reservation, finds
+	// the image made: answer it.
+	if img, err := rbd.OpenImageReadOnly(io, id.image(), rbd.NoSnapshot); err == nil {
+		s, serr := img.GetSize()
+		_ = img.Close()
+		if serr != nil {
+			return nil, backendError(serr, "size of image "+id.image())
+		}
+		size = int64(s)
+	} else if !errors.Is(err, rbd.ErrNotFound) {
+		return nil, backendError(err, "open image "+id.image())
+	} else {
+		if src != nil {
+			// Clone v2: no protected snapshots, and a snapshot can be
+			// removed while clones of it live.
+			if err := opts.SetUint64(rbd.ImageOptionCloneFormat, 2); err != nil {
+				return nil, status.Errorf(codes.Internal, "image options: %v", err)
+			}
+		}
+		switch {
+		case src.GetSnapshot() != nil:
+			size, err = d.cloneFromSnapshot(ctx, creds, io, id, src.GetSnapshot().GetSnapshotId(), r.GetCapacityRange(), opts, wantsBlock(r.GetVolumeCapabilities()))
+		case src.GetVolume() != nil:
+			size, err = d.cloneFromVolume(ctx, creds, io, id, src.GetVolume().GetVolumeId(), r.GetCapacityRange(), opts, wantsBlock(r.GetVolumeCapabilities()))
+		default:
+			size, err = d.sizeFor(r.GetCapacityRange(), 0)
+			if err == nil {
+				create := func() error { return rbd.CreateImage(io, id.image(), uint64(size), opts) }
+				err = create()
+				if errors.Is(err, rbd.ErrExist) {
+					err = d.settle(io, id.image(), create)
+				}
+				if err != nil {
+					err = backendError(err, "create image "+id.image())
+				}
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	if lim := r.GetCapacityRange().GetLimitBytes(); lim > 0 && size > lim {
+		return nil, status.Errorf(codes.AlreadyExists, "volume %s exists with %d bytes, more than the limit of %d", id, size, lim)
+	}
+	vol := &csi.Volume{
+		VolumeId: id.String(), CapacityBytes: size, ContentSource: src,
+		VolumeContext: map[string]string{"pool": pool, "imageName": id.image()},
+	}
+	if m := r.GetParameters()[ParamMapper]; m != "" {
+		vol.VolumeContext[ParamMapper] = m
+	}
+	if zone != "" {
+		vol.AccessibleTopology = []*csi.Topology{{Segments: map[string]string{TopologyKey: zone}}}
+	}
+	return &csi.CreateVolumeResponse{Volume: vol}, nil
+}
+
+// settle handles an image name that exists but may not open: another
+// replica creating it under the same reservation right now (it opens
+// within moments), or the remains of a create killed halfway (it never
+// will): those are removed and made again.
+func (d *Driver) settle(io *rados.IOContext, name string, make func() error) error {
+	for range 20 {
+		if img, err := rbd.OpenImageReadOnly(io, name, rbd.NoSnapshot); err == nil {
+			_ = img.Close()
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	d.opts.Logger.Warn("removing the remains of an interrupted image create", "image", name)
+	if err := rbd.RemoveImage(io, name); err != nil && !errors.Is(err, rbd.ErrNotFound) {
+		return err
+	}
+	return make()
+}
+
+// checkCaps refuses capabilities the driver cannot serve: RBD images are
+// single-node, block or mount.
+func checkCaps(caps []*csi.VolumeCapability) error {
+	for _, c := range caps {
+		switch c.GetAccessMode().GetMode() {
+		case csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY:
+		default:
+			return status.Errorf(codes.InvalidArgument, "access mode %s is not supported: RBD volumes are single-node", c.GetAccessMode().GetMode())
+		}
+		if c.GetBlock() != nil && c.GetMount() != nil {
+			return status.Error(codes.InvalidArgument, "a capability is block or mount, not both")
+		}
+	}
+	return nil
+}
+
+// finishClone resizes a fresh clone to the requested size and flattens it
+// when its chain is too deep.
+func (d *Driver) finishClone(ctx context.Context, creds Credentials, io *rados.IOContext, name string, srcSize int64, cr *csi.CapacityRange) (int64, error) {
+	size, err := d.sizeFor(cr, srcSize)
+	if err != nil {
+		_ = rbd.RemoveImage(io, name)
+		return 0, err
+	}
+	img, err := rbd.OpenImage(io, name, rbd.NoSnapshot)
+	if err != nil {
+		return 0, backendError(err, "open clone "+name)
+	}
+	defer img.Close()
+	if cur, err := img.GetSize(); err == nil && int64(cur) < size {
+		if err := img.Resize(uint64(size)); err != nil {
+			return 0, backendError(err, "resize clone "+name)
+		}
+	}
+	depth, err := d.chainDepth(ctx, creds, img)
+	if err != nil {
+		return 0, err
+	}
+	if d.opts.MaxCloneDepth < 0 || depth > d.opts.MaxCloneDepth {
+		if err := img.Flatten(); err != nil && cephErrno(err) != 22 { // EINVAL: no parent (flattened already)
+			return 0, backendError(err, "flatten clone "+name)
+		}
+	}
+	return size, nil
+}
+
+// chainDepth is how many parents img has.
+func (d *Driver) chainDepth(ctx context.Context, creds Credentials, img *rbd.Image) (int, error) {
+	depth := 0
+	cur := img
+	defer func() {
+		if cur != img {
+			_ = cur.Close()
+		}
+	}()
+	for depth <= 64 {
+		p, err := cur.GetParent()
+		if errors.Is(err, rbd.ErrNotFound) || (err == nil && p.Image.ImageID == "") {
+			return depth, nil
+		}
+		if err != nil {
+			return 0, backendError(err, "parent of an image")
+		}
+		depth++
+		pio, done, err := d.conns.IOContext(ctx, creds, p.Image.PoolName, p.Image.PoolNamespace)
+		if err != nil {
+			return depth, nil
+		}
+		next, err := rbd.OpenImageByIdReadOnly(pio, p.Image.ImageID, rbd.NoSnapshot)
+		done()
+		if err != nil {
+			return depth, nil
+		}
+		if cur != img {
+			_ = cur.Close()
+		}
+		cur = next
+	}
+	return depth, nil
+}
+
+// findSnapshotImage opens the image holding snapshot s: csi-vol-<hex>, or
+// csi-del-<hex> if its volume was deleted while the snapshot lived.
+func findSnapshotImage(io *rados.IOContext, s snapshotID) (*rbd.Image, error) {
+	for _, name := range []string{s.vol.image(), s.vol.deleted()} {
+		img, err := rbd.OpenImage(io, name, rbd.NoSnapshot)
+		if errors.Is(err, rbd.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, backendError(err, "open image "+name)
+		}
+		if _, err := img.GetSnapID(s.snap()); err != nil {
+			_ = img.Close()
+			if cephErrno(err) == 2 {
+				return nil, nil
+			}
+			return nil, backendError(err, "look up snapshot")
+		}
+		return img, nil
+	}
+	return nil, nil
+}
+
+func (d *Driver) cloneFromSnapshot(ctx context.Context, creds Credentials, io *rados.IOContext, id volumeID, snapID string, cr *csi.CapacityRange, opts *rbd.ImageOptions, block bool) (int64, error) {
+	s, ok := parseSnapshotID(snapID)
+	if !ok {
+		return 0, status.Errorf(codes.NotFound, "snapshot %q does not exist", snapID)
+	}
+	sio, _, done, err := d.volumeIO(ctx, creds, s.vol.pool)
+	if status.Code(err) == codes.NotFound {
+		return 0, status.Errorf(codes.NotFound, "snapshot %q does not exist", snapID)
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	parent, err := findSnapshotImage(sio, s)
+	if err != nil {
+		return 0, err
+	}
+	if parent == nil {
+		return 0, status.Errorf(codes.NotFound, "snapshot %q does not exist", snapID)
+	}
+	defer parent.Close()
+	if err := checkSourceAccess(s.vol.block, block, "snapshot "+snapID); err != nil {
+		return 0, err
+	}
+	var srcSize int64
+	snaps, err := parent.GetSnapshotNames()
+	if err != nil {
+		return 0, backendError(err, "list snapshots")
+	}
+	for _, sn := range snaps {
+		if sn.Name == s.snap() {
+			srcSize = int64(sn.Size)
+		}
+	}
+	if lim := cr.GetLimitBytes(); lim > 0 && srcSize > lim {
+		return 0, status.Errorf(codes.OutOfRange, "snapshot %s is %d bytes, more than the limit of %d", snapID, srcSize, lim)
+	}
+	clone := func() error { return rbd.CloneFromImage(parent, s.snap(), io, id.image(), opts) }
+	if err := clone(); errors.Is(err, rbd.ErrExist) {
+		if err := d.settle(io, id.image(), clone); err != nil {
+			return 0, backendError(err, "clone snapshot "+snapID)
+		}
+	} else if err != nil {
+		return 0, backendError(err, "clone snapshot "+snapID)
+	}
+	return d.finishClone(ctx, creds, io, id.image(), srcSize, cr)
+}
+
+func (d *Driver) cloneFromVolume(ctx context.Context, creds Credentials, io *rados.IOContext, id volumeID, srcID string, cr *csi.CapacityRange, opts *rbd.ImageOptions, block bool) (int64, error) {
+	v, ok := parseVolumeID(srcID)
+	if !ok {
+		return 0, status.Errorf(codes.NotFound, "volume %q does not exist", srcID)
+	}
+	sio, _, done, err := d.volumeIO(ctx, creds, v.pool)
+	if status.Code(err) == codes.NotFound {
+		return 0, status.Errorf(codes.NotFound, "volume %q does not exist", srcID)
+	}
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	src, err := rbd.OpenImage(sio, v.image(), rbd.NoSnapshot)
+	if errors.Is(err, rbd.ErrNotFound) {
+		return 0, status.Errorf(codes.NotFound, "volume %q does not exist", srcID)
+	}
+	if err != nil {
+		return 0, backendError(err, "open source volume")
+	}
+	defer src.Close()
+	if err := checkSourceAccess(v.block, block, "volume "+srcID); err != nil {
+		return 0, err
+	}
+	srcSize, err := src.GetSize()
+	if err != nil {
+		return 0, backendError(err, "size of source volume")
+	}
+	if lim := cr.GetLimitBytes(); lim > 0 && int64(srcSize) > lim {
+		return 0, status.Errorf(codes.OutOfRange, "volume %s is %d bytes, more than the limit of %d", srcID, srcSize, lim)
+	}
+	// A short-lived snapshot to clone from; with clone v2 it can be removed
+	// at once (it stays, hidden in the trash, while the clone needs it).
+	snap := id.cloneSnap()
+	if _, err := src.CreateSnapshot(snap); err != nil && !errors.Is(err, rbd.ErrExist) {
+		return 0, backendError(err, "snapshot source volume")
+	}
+	clone := func() error { return rbd.CloneFromImage(src, snap, io, id.image(), opts) }
+	err = clone()
+	if errors.Is(err, rbd.ErrExist) {
+		err = d.settle(io, id.image(), clone)
+	}
+	if err != nil {
+		_ = src.GetSnapshot(snap).Remove()
+		return 0, backendError(err, "clone volume "+srcID)
+	}
+	if err := src.GetSnapshot(snap).Remove(); err != nil && !errors.Is(err, rbd.ErrNotFound) {
+		d.opts.Logger.Warn("could not remove the clone's temporary snapshot", "volume", srcID, "snapshot", snap, "error", err)
+	}
+	return d.finishClone(ctx, creds, io, id.image(), int64(srcSize), cr)
+}
+
+// DeleteVolume removes the image. An image that still has snapshots or
+// clones is renamed csi-del-<hex> instead and removed when the last of
+// them goes. A mapped image (it has watchers) is FailedPrecondition.
+func (d *Driver) DeleteVolume(ctx context.Context, r *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
+	id, ok := parseVolumeID(r.GetVolumeId())
+	if !ok {
+		return &csi.DeleteVolumeResponse{}, nil // no such volume can exist
+	}
+	creds, err := CredentialsFromSecrets(r.GetSecrets())
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := d.opCtx(ctx)
+	defer cancel()
+	io, _, done, err := d.volumeIO(ctx, creds, id.pool)
+	if status.Code(err) == codes.NotFound {
+		return &csi.DeleteVolumeResponse{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	var parent string
+	if id.clone { // only clones can have a hidden parent to reap afterwards
+		img, err := rbd.OpenImageReadOnly(io, id.image(), rbd.NoSnapshot)
+		if errors.Is(err, rbd.ErrNotFound) {
+			return &csi.DeleteVolumeResponse{}, nil
+		}
+		if err != nil {
+			return nil, backendError(err, "open image")
+		}
+		if p, err := img.GetParent(); err == nil {
+			parent = p.Image.ImageName
+		}
+		_ = img.Close()
+	}
+	if err := rbd.RemoveImage(io, id.image()); err != nil {
+		switch cephErrno(err) {
+		case 39, 16: // ENOTEMPTY: has snapshots; EBUSY: has clones, or watchers
+			if mapped(io, id.image()) {
+				return nil, status.Errorf(codes.FailedPrecondition, "volume %s is in use (mapped on a node): unstage it first", id)
+			}
+			if err := rbd.GetImage(io, id.image()).Rename(id.deleted()); err != nil && !errors.Is(err, rbd.ErrNotFound) {
+				return nil, backendError(err, "hide deleted image")
+			}
+			return &csi.DeleteVolumeResponse{}, nil
+		}
+		if !errors.Is(err, rbd.ErrNotFound) {
+			return nil, backendError(err, "remove image")
+		}
+	}
+	if strings.HasPrefix(parent, deletedPrefix) {
+		d.reap(io, parent)
+	}
+	return &csi.DeleteVolumeResponse{}, nil
+}
+
+// mapped reports whether a client has the image open (a node mapped it).
+func mapped(io *rados.IOContext, name string) bool {
+	img, err := rbd.OpenImageReadOnly(io, name, rbd.NoSnapshot)
+	if err != nil {
+		return false
+	}
+	defer img.Close()
+	ws, err := img.ListWatchers()
+	return err == nil && len(ws) > 0 // a read-only open does not watch
+}
+
+// reap removes a hidden deleted image once nothing needs it, and then its
+// own hidden parent. Failures leave it for the next chance.
+func (d *Driver) reap(io *rados.IOContext, name string) {
+	for i := 0; i < 64 && strings.HasPrefix(name, deletedPrefix); i++ {
+		img, err := rbd.OpenImage(io, name, rbd.NoSnapshot)
+		if err != nil {
+			return
+		}
+		snaps, err := img.GetSnapshotNames()
+		var parent string
+		if p, perr := img.GetParent(); perr == nil {
+			parent = p.Image.ImageName
+		}
+		_ = img.Close()
+		if err != nil || len(snaps) > 0 {
+			return
+		}
+		if err := rbd.RemoveImage(io, name); err != nil {
+			return // clones still use it
+		}
+		name = parent
+	}
+}
+
+// ControllerExpandVolume grows the image.
+func (d *Driver) ControllerExpandVolume(ctx context.Context, r *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
+	id, ok := parseVolumeID(r.GetVolumeId())
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "volume %q does not exist", r.GetVolumeId())
+	}
+	creds, err := CredentialsFromSecrets(r.GetSecrets())
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := d.opCtx(ctx)
+	defer cancel()
+	io, _, done, err := d.volumeIO(ctx, creds, id.pool)
+	if status.Code(err) == codes.NotFound {
+		return nil, status.Errorf(codes.NotFound, "volume %q does not exist", r.GetVolumeId())
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	img, err := rbd.OpenImage(io, id.image(), rbd.NoSnapshot)
+	if errors.Is(err, rbd.ErrNotFound) {
+		return nil, status.Errorf(codes.NotFound, "volume %q does not exist", r.GetVolumeId())
+	}
+	if err != nil {
+		return nil, backendError(err, "open image")
+	}
+	defer img.Close()
+	cur, err := img.GetSize()
+	if err != nil {
+		return nil, backendError(err, "image size")
+	}
+	size, err := d.sizeFor(r.GetCapacityRange(), 0)
+	if err != nil {
+		return nil, err
+	}
+	if size > int64(cur) {
+		if err := img.Resize(uint64(size)); err != nil {
+			return nil, backendError(err, "resize image")
+		}
+		cur = uint64(size)
+	}
+	block := r.GetVolumeCapability().GetBlock() != nil
+	return &csi.ControllerExpandVolumeResponse{CapacityBytes: int64(cur), NodeExpansionRequired: !block}, nil
+}

@@ -1,0 +1,78 @@
+package driver_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/csikit/csikit/examples/rbd/driver"
+	"github.com/csikit/csikit/examples/rbd/internal/cephtest"
+	"github.com/csikit/csikit/idempotency"
+)
+
+func newDriver(t testing.TB, c cephtest.Cluster, o driver.Options) *driver.Driver {
+	t.Helper()
+	o.Monitors, o.DefaultPool = c.Monitors, c.Pool
+	if o.StateDir == "" {
+		o.StateDir = t.TempDir()
+	}
+	d, err := driver.New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = d.Close() })
+	return d
+}
+
+var mountCap = []*csi.VolumeCapability{{
+	AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
+	AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+}}
+
+// poolID finds the pool's numeric ID the way the journal would, through a
+// reservation (the ID's prefix).
+func reservedVolumeID(t testing.TB, d *driver.Driver, c cephtest.Cluster, r *csi.CreateVolumeRequest) (context.Context, string) {
+	t.Helper()
+	ctx := driver.ContextWithRequest(context.Background(), r)
+	rec, err := d.Journal().Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: r.GetName(), ID: idempotency.RandomID("")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return idempotency.ContextWithReservedID(ctx, rec.ID), rec.ID
+}
+
+func TestControllerLifecycle(t *testing.T) {
+	c := cephtest.Require(t)
+	d := newDriver(t, c, driver.Options{MaxCloneDepth: 1})
+	req := &csi.CreateVolumeRequest{
+		Name: "life-" + idempotency.RandomID(""), VolumeCapabilities: mountCap, Secrets: c.Secrets(),
+		CapacityRange: &csi.CapacityRange{RequiredBytes: 5 << 20},
+	}
+	ctx, id := reservedVolumeID(t, d, c, req)
+	start := time.Now()
+	resp, err := d.CreateVolume(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("create %v", time.Since(start))
+	if resp.GetVolume().GetVolumeId() != id || resp.GetVolume().GetCapacityBytes() != 5<<20 {
+		t.Fatalf("CreateVolume = %v, want ID %s and 5 MiB", resp, id)
+	}
+	// Again: the same answer (a retry).
+	if again, err := d.CreateVolume(ctx, req); err != nil || again.GetVolume().GetVolumeId() != id {
+		t.Fatalf("retried CreateVolume = %v, %v", again, err)
+	}
+	start = time.Now()
+	if _, err := d.DeleteVolume(context.Background(), &csi.DeleteVolumeRequest{VolumeId: id, Secrets: c.Secrets()}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("delete %v", time.Since(start))
+	if _, err := d.ControllerExpandVolume(context.Background(), &csi.ControllerExpandVolumeRequest{VolumeId: id, Secrets: c.Secrets(), CapacityRange: &csi.CapacityRange{RequiredBytes: 10 << 20}}); status.Code(err) != codes.NotFound {
+		t.Fatalf("expand after delete: %v, want NotFound", err)
+	}
+	_ = d.Journal().Release(ctx, idempotency.KindVolume, id)
+}

@@ -1,0 +1,121 @@
+package driver
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+
+	"github.com/ceph/go-ceph/rados"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// The CSI secret keys the driver reads its Ceph credentials from (the
+// StorageClass's provisioner, node-stage, controller-expand and
+// snapshotter secrets).
+const (
+	// SecretUserID is the Ceph user without the "client." prefix.
+	SecretUserID = "userID"
+	// SecretUserKey is that user's key (base64, as `ceph auth get-key`
+	// prints it).
+	SecretUserKey = "userKey"
+)
+
+// Credentials are a Ceph user and its key, taken from CSI secrets. They
+// are never logged: String and GoString print the user only.
+type Credentials struct {
+	// User is the Ceph user name without "client.".
+	User string
+	// Key is the user's secret key.
+	Key string
+}
+
+// String hides both: the user ID is a CSI secret too.
+func (c Credentials) String() string { return "Ceph credentials from the CSI secrets (hidden)" }
+
+// GoString hides the key from %#v.
+func (c Credentials) GoString() string { return c.String() }
+
+// fingerprint identifies the credentials for the connection pool without
+// keeping the key as a map key.
+func (c Credentials) fingerprint() string {
+	h := sha256.Sum256([]byte(c.User + "\x00" + c.Key))
+	return hex.EncodeToString(h[:])
+}
+
+// CredentialsFromSecrets reads userID and userKey. A missing or malformed
+// one is InvalidArgument; the message never contains a secret value.
+func CredentialsFromSecrets(secrets map[string]string) (Credentials, error) {
+	c := Credentials{User: secrets[SecretUserID], Key: secrets[SecretUserKey]}
+	if c.User == "" || c.Key == "" {
+		return Credentials{}, status.Errorf(codes.InvalidArgument,
+			"the request carries no Ceph credentials: its secrets need %q and %q (set the StorageClass's csi.storage.k8s.io/*-secret-name parameters)",
+			SecretUserID, SecretUserKey)
+	}
+	if !validUser(c.User) {
+		return Credentials{}, status.Errorf(codes.InvalidArgument, "secret %q is not a valid Ceph user name (want letters, digits, '.', '_' or '-', without \"client.\")", SecretUserID)
+	}
+	if !validKey(c.Key) {
+		return Credentials{}, status.Errorf(codes.InvalidArgument, "secret %q is not a Ceph key (want the base64 text `ceph auth get-key` prints)", SecretUserKey)
+	}
+	return c, nil
+}
+
+func validUser(s string) bool {
+	if len(s) > 128 || s == "." || s == ".." {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// validKey accepts base64 text only, so a key can never smuggle a newline
+// or a config option into a keyring file.
+func validKey(s string) bool {
+	if len(s) > 256 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '+' || r == '/' || r == '=') {
+			return false
+		}
+	}
+	return true
+}
+
+// cephErrno returns the positive errno of a go-ceph error, or 0.
+func cephErrno(err error) int {
+	var ec interface{ ErrorCode() int }
+	if errors.As(err, &ec) {
+		if c := ec.ErrorCode(); c < 0 {
+			return -c
+		}
+		return ec.ErrorCode()
+	}
+	return 0
+}
+
+// backendError maps a Ceph error to a gRPC status: permission problems are
+// PermissionDenied (the secret's user lacks caps), timeouts Unavailable,
+// everything else Internal. what says what was being done.
+func backendError(err error, what string) error {
+	if _, ok := status.FromError(err); ok && status.Code(err) != codes.Unknown {
+		return err
+	}
+	switch cephErrno(err) {
+	case 1, 13: // EPERM, EACCES
+		return status.Errorf(codes.PermissionDenied, "%s: %v (check the caps of the secret's Ceph user)", what, err)
+	case 110, 111, 107, 4: // ETIMEDOUT, ECONNREFUSED, ENOTCONN, EINTR
+		return status.Errorf(codes.Unavailable, "%s: %v; retry", what, err)
+	case 28, 122: // ENOSPC, EDQUOT
+		return status.Errorf(codes.ResourceExhausted, "%s: %v", what, err)
+	}
+	if errors.Is(err, rados.ErrNotConnected) {
+		return status.Errorf(codes.Unavailable, "%s: %v; retry", what, err)
+	}
+	return status.Errorf(codes.Internal, "%s: %v", what, err)
+}

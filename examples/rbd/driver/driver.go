@@ -1,0 +1,224 @@
+// Package driver is a Ceph RBD CSI driver on csikit: each volume is an RBD
+// image, snapshots are RBD snapshots, restores and clones are clone-v2
+// images (flattened past a configurable chain depth), the idempotency
+// journal lives in RADOS omap objects in each pool, and the node maps
+// images with krbd, rbd-nbd or rbd-fuse plus a loop device.
+//
+// Credentials come only from the CSI secrets of each request (userID,
+// userKey); the controller keeps one RADOS connection per set of
+// credentials. The key is handed to librados as a config option and to the
+// node's map tools in a root-only file removed right after the tool read
+// it; it never appears in logs, errors, argument lists or environments.
+package driver
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+
+	"github.com/csikit/csikit"
+	"github.com/csikit/csikit/mount"
+)
+
+// StorageClass (CreateVolume) parameters.
+const (
+	// ParamPool is the pool new images go to (default Options.DefaultPool).
+	ParamPool = "pool"
+	// ParamDataPool puts image data in another (e.g. erasure-coded) pool.
+	ParamDataPool = "dataPool"
+	// ParamImageFeatures is a comma-separated feature list (default
+	// "layering"; also exclusive-lock, object-map, fast-diff, deep-flatten).
+	ParamImageFeatures = "imageFeatures"
+	// ParamMapper chooses how nodes map the image: krbd, rbd-nbd or
+	// rbd-fuse (default the node's --mapper).
+	ParamMapper = "mapper"
+	// ParamZonePools names a pool per topology zone, "zone=pool,zone=pool":
+	// the volume goes to the pool of the first zone the request's
+	// topology prefers (or allows).
+	ParamZonePools = "zonePools"
+)
+
+// TopologyKey is the topology segment key of zones (ParamZonePools).
+const TopologyKey = "topology.rbd.csikit.dev/zone"
+
+// Options configure a Driver.
+type Options struct {
+	// Monitors is the comma-separated list of monitor addresses. Required.
+	Monitors string
+	// DefaultPool is the pool used without ParamPool (default "rbd").
+	DefaultPool string
+	// NodeID names this node (node plugins).
+	NodeID string
+	// Zone is the node's zone for topology (empty: no topology).
+	Zone string
+	// StateDir holds the node's root-only working files: rbd-fuse mount
+	// points and, for the moment a map tool reads them, key files
+	// (default /var/lib/csikit-rbd).
+	StateDir string
+	// Mapper is the node's default mapper: "krbd" (default), "rbd-nbd"
+	// or "rbd-fuse".
+	Mapper string
+	// MaxCloneDepth is how long a chain of clones may grow before a new
+	// clone is flattened (default 8; 0 means the default, negative
+	// flattens every clone).
+	MaxCloneDepth int
+	// MaxVolumeSize is the largest volume CreateVolume and
+	// ControllerExpandVolume accept (default 64 TiB): without an object
+	// map, removing an image visits every object it could have.
+	MaxVolumeSize int64
+	// OpTimeout bounds every Ceph operation (default 30s).
+	OpTimeout time.Duration
+	// Runner runs the node's external tools (default mount.ExecRunner()).
+	Runner mount.Runner
+	// Logger receives the driver's own lines (default: discard).
+	Logger *slog.Logger
+}
+
+// Driver is the RBD driver. Create it with New; close it with Close.
+type Driver struct {
+	opts    Options
+	conns   *ConnPool
+	mounter *mount.Mounter
+	mappers map[string]Mapper
+
+	mu   sync.Mutex
+	seen map[string]seenPool // pools requests named, for the calls without secrets
+}
+
+// seenPool is a pool the driver served with some credentials.
+type seenPool struct {
+	creds Credentials
+	pool  string
+}
+
+// New returns a Driver.
+func New(o Options) (*Driver, error) {
+	if o.Monitors == "" {
+		return nil, errors.New("rbd driver: Options.Monitors is required")
+	}
+	if o.DefaultPool == "" {
+		o.DefaultPool = "rbd"
+	}
+	if o.StateDir == "" {
+		o.StateDir = "/var/lib/csikit-rbd"
+	}
+	if o.Mapper == "" {
+		o.Mapper = MapperKRBD
+	}
+	if o.MaxCloneDepth == 0 {
+		o.MaxCloneDepth = 8
+	}
+	if o.MaxVolumeSize <= 0 {
+		o.MaxVolumeSize = 64 << 40
+	}
+	if o.OpTimeout <= 0 {
+		o.OpTimeout = 30 * time.Second
+	}
+	if o.Runner == nil {
+		o.Runner = mount.ExecRunner()
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	abs, err := filepath.Abs(o.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	o.StateDir = filepath.Clean(abs)
+	d := &Driver{
+		opts: o, conns: NewConnPool(o.Monitors, o.OpTimeout, 10*time.Minute),
+		mounter: mount.New(mount.Options{Runner: o.Runner, Logger: o.Logger}),
+		seen:    map[string]seenPool{},
+	}
+	d.mappers = map[string]Mapper{
+		MapperKRBD: &krbdMapper{run: o.Runner, keys: d.keyDir(), sysfs: "/sys/bus/rbd/devices"},
+		MapperNBD:  &nbdMapper{run: o.Runner, keys: d.keyDir()},
+		MapperFUSE: &fuseMapper{run: o.Runner, keys: d.keyDir(), dir: filepath.Join(o.StateDir, "fuse")},
+	}
+	if _, ok := d.mappers[o.Mapper]; !ok {
+		d.conns.Close()
+		return nil, errors.New("rbd driver: unknown mapper " + o.Mapper + ": want krbd, rbd-nbd or rbd-fuse")
+	}
+	return d, nil
+}
+
+// Close releases every RADOS connection.
+func (d *Driver) Close() error {
+	d.conns.Close()
+	return nil
+}
+
+// keyDir is the root-only directory for key files of map tools.
+func (d *Driver) keyDir() string { return filepath.Join(d.opts.StateDir, "keys") }
+
+// prepareStateDir creates the node's working directories, root-only.
+func (d *Driver) prepareStateDir() error {
+	for _, dir := range []string{d.opts.StateDir, d.keyDir(), filepath.Join(d.opts.StateDir, "fuse")} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return err
+		}
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Service is the value to hand to csikit.NewServer.
+func (d *Driver) Service() any { return d }
+
+// ServerOptions returns the csikit options this driver needs on top of
+// the caller's: the journal, capabilities, and the interceptor that lets
+// the journal see each request's secrets and parameters.
+func (d *Driver) ServerOptions(o csikit.Options) csikit.Options {
+	o.Journal = d.Journal()
+	o.VolumeModes = csikit.Mount | csikit.Block
+	o.Clone = true
+	o.Expansion = csikit.ExpansionOnline
+	o.AccessModes = []csi.VolumeCapability_AccessMode_Mode{
+		csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER,
+		csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY,
+	}
+	if d.opts.Zone != "" {
+		o.Topology = map[string]string{TopologyKey: d.opts.Zone}
+	}
+	// grpc runs a server's single UnaryInterceptor before its chained ones,
+	// so this sees the request before csikit's journal does.
+	o.ServerOptions = append(o.ServerOptions, grpc.UnaryInterceptor(requestInterceptor))
+	return o
+}
+
+// remember records that pool was served with creds.
+func (d *Driver) remember(creds Credentials, pool string) {
+	k := creds.fingerprint() + "\x00" + pool
+	d.mu.Lock()
+	d.seen[k] = seenPool{creds: creds, pool: pool}
+	d.mu.Unlock()
+}
+
+// seenPools returns the pools served so far, one credential set each.
+func (d *Driver) seenPools() []seenPool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	by := map[string]seenPool{}
+	for _, s := range d.seen {
+		by[s.pool] = s
+	}
+	out := make([]seenPool, 0, len(by))
+	for _, s := range by {
+		out = append(out, s)
+	}
+	return out
+}
+
+// opCtx bounds a backend call.
+func (d *Driver) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, d.opts.OpTimeout)
+}

@@ -1,0 +1,418 @@
+package driver
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ceph/go-ceph/rados"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/csikit/csikit/idempotency"
+)
+
+// JournalNamespace is the RADOS namespace, inside each pool the driver
+// serves, that holds its journal. rbd never writes there, so `rbd ls` and
+// the journal cannot collide.
+const JournalNamespace = "csikit-journal"
+
+// OmapJournal is an idempotency.Journal (and idempotency.Lister) kept in
+// RADOS omap objects, so every controller replica sees the same
+// reservations. Layout, per kind k ("volume", "snapshot", "group"):
+//
+//	k.name.<sha256(name)>   omap: name, id, fp, reserved (unix ns), committed, response
+//	k.id.<sha256(id)>       omap: name
+//
+// Names and IDs are hashed into object names, so no request string ever
+// becomes (part of) an object name unchecked. Every object is created with
+// an exclusive create in the same write operation that fills its omap, so
+// a record appears whole or not at all, and of two processes reserving one
+// name exactly one creates the record; the other reads it. The ID object
+// is created first: a crash between the two leaves only an ID object
+// pointing at a name whose record does not point back, which every read
+// ignores.
+type OmapJournal struct {
+	open func(ctx context.Context) (*rados.IOContext, func(), error)
+}
+
+// NewOmapJournal returns the journal in pool, reached through conns with
+// creds.
+func NewOmapJournal(conns *ConnPool, creds Credentials, pool string) *OmapJournal {
+	return &OmapJournal{open: func(ctx context.Context) (*rados.IOContext, func(), error) {
+		return conns.IOContext(ctx, creds, pool, JournalNamespace)
+	}}
+}
+
+var (
+	_ idempotency.Journal = (*OmapJournal)(nil)
+	_ idempotency.Lister  = (*OmapJournal)(nil)
+)
+
+func kindPrefix(k idempotency.Kind) string {
+	switch k {
+	case idempotency.KindVolume:
+		return "volume"
+	case idempotency.KindSnapshot:
+		return "snapshot"
+	}
+	return "group"
+}
+
+func hashed(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(h[:])
+}
+
+func nameObject(k idempotency.Kind, name string) string {
+	return kindPrefix(k) + ".name." + hashed(name)
+}
+func idObject(k idempotency.Kind, id string) string { return kindPrefix(k) + ".id." + hashed(id) }
+
+func checkKind(ctx context.Context, k idempotency.Kind, s string) error {
+	if err := ctx.Err(); err != nil {
+		return status.FromContextError(err).Err()
+	}
+	if k < idempotency.KindVolume || k > idempotency.KindGroupSnapshot {
+		return status.Errorf(codes.InvalidArgument, "journal: unknown kind %d", uint8(k))
+	}
+	if s == "" {
+		return status.Error(codes.InvalidArgument, "journal: empty name or ID")
+	}
+	if len(s) > idempotency.MaxKeyLen {
+		return status.Errorf(codes.InvalidArgument, "journal: name or ID of %d bytes, want at most %d", len(s), idempotency.MaxKeyLen)
+	}
+	return nil
+}
+
+func journalErr(err error, what string) error { return backendError(err, "journal: "+what) }
+
+// readOmap returns an object's omap, or ok=false if the object is missing.
+func readOmap(io *rados.IOContext, oid string) (map[string][]byte, bool, error) {
+	op := rados.CreateReadOp()
+	defer op.Release()
+	op.AssertExists()
+	step := op.GetOmapValues("", "", 16)
+	if err := op.Operate(io, oid, rados.OperationNoFlag); err != nil {
+		if errors.Is(err, rados.ErrNotFound) {
+			return nil, false, nil
+		}
+		return nil, false, err
+	}
+	out := map[string][]byte{}
+	for {
+		kv, err := step.Next()
+		if err != nil {
+			return nil, false, err
+		}
+		if kv == nil {
+			break
+		}
+		out[kv.Key] = kv.Value
+	}
+	return out, true, nil
+}
+
+// createWithOmap creates oid exclusively with the given omap, atomically.
+func createWithOmap(io *rados.IOContext, oid string, vals map[string][]byte) error {
+	op := rados.CreateWriteOp()
+	defer op.Release()
+	op.Create(rados.CreateExclusive)
+	op.SetOmap(vals)
+	return op.Operate(io, oid, rados.OperationNoFlag)
+}
+
+// idData is the name object's data: the ID it binds, so a write can be
+// guarded on it with one compare-extent step.
+func idData(id string) []byte { return []byte(id + "\n") }
+
+// guarded runs the steps add puts into a write op on the name object of a
+// record that must still bind id; it reports false if the record is gone or
+// binds another ID.
+func guarded(io *rados.IOContext, nobj, id string, add func(*rados.WriteOp)) (bool, error) {
+	op := rados.CreateWriteOp()
+	defer op.Release()
+	op.CmpExt(idData(id), 0)
+	add(op)
+	err := op.Operate(io, nobj, rados.OperationNoFlag)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, rados.ErrNotFound) || cephErrno(err) >= 4095: // -MAX_ERRNO-offset: mismatch
+		return false, nil
+	}
+	return false, err
+}
+
+func decodeRecord(k idempotency.Kind, m map[string][]byte) idempotency.Record {
+	ns, _ := strconv.ParseInt(string(m["reserved"]), 10, 64)
+	rec := idempotency.Record{
+		Kind: k, Name: string(m["name"]), ID: string(m["id"]),
+		Fingerprint: m["fp"], Committed: string(m["committed"]) == "1",
+		Reserved: time.Unix(0, ns),
+	}
+	if rec.Committed {
+		rec.Response = m["response"]
+	}
+	return rec
+}
+
+// Reserve implements idempotency.Journal.
+func (j *OmapJournal) Reserve(ctx context.Context, r idempotency.Reservation) (idempotency.Record, error) {
+	if err := checkKind(ctx, r.Kind, r.Name); err != nil {
+		return idempotency.Record{}, err
+	}
+	if r.ID == "" {
+		return idempotency.Record{}, status.Errorf(codes.InvalidArgument, "journal: reservation of %s %q has an empty ID", r.Kind, r.Name)
+	}
+	io, done, err := j.open(ctx)
+	if err != nil {
+		return idempotency.Record{}, err
+	}
+	defer done()
+	nobj, iobj := nameObject(r.Kind, r.Name), idObject(r.Kind, r.ID)
+	// The ID first (see the type's doc), exclusively: an ID bound to
+	// another name is a broken NewID.
+	if err := createWithOmap(io, iobj, map[string][]byte{"name": []byte(r.Name)}); err != nil {
+		if !errors.Is(err, rados.ErrObjectExists) {
+			return idempotency.Record{}, journalErr(err, "reserve ID")
+		}
+		m, ok, rerr := readOmap(io, iobj)
+		if rerr != nil {
+			return idempotency.Record{}, journalErr(rerr, "read ID")
+		}
+		if ok && string(m["name"]) != r.Name {
+			if owner, bound, _ := readOmap(io, nameObject(r.Kind, string(m["name"]))); bound && string(owner["id"]) == r.ID {
+				return idempotency.Record{}, status.Errorf(codes.Internal,
+					"journal: %s ID %q for name %q is already bound to name %q; the driver's NewID must return distinct IDs for distinct names",
+					r.Kind, r.ID, r.Name, m["name"])
+			}
+			// A leftover of a crash between the two creates: take it over.
+			if err := io.SetOmap(iobj, map[string][]byte{"name": []byte(r.Name)}); err != nil {
+				return idempotency.Record{}, journalErr(err, "reserve ID")
+			}
+		}
+	}
+	now := time.Now()
+	op := rados.CreateWriteOp()
+	op.Create(rados.CreateExclusive)
+	op.WriteFull(idData(r.ID)) // for the one-op guarded commit and release
+	op.SetOmap(map[string][]byte{
+		"name": []byte(r.Name), "id": []byte(r.ID), "fp": r.Fingerprint,
+		"reserved": []byte(itoa(now.UnixNano())),
+	})
+	err = op.Operate(io, nobj, rados.OperationNoFlag)
+	op.Release()
+	if err == nil {
+		return idempotency.Record{Kind: r.Kind, Name: r.Name, ID: r.ID, Fingerprint: slices.Clone(r.Fingerprint), Reserved: time.Unix(0, now.UnixNano())}, nil
+	}
+	// Our fresh ID object is now unused whatever happened.
+	_ = io.Delete(iobj)
+	if !errors.Is(err, rados.ErrObjectExists) {
+		return idempotency.Record{}, journalErr(err, "reserve name")
+	}
+	// Another process reserved the name first: its record wins.
+	m, ok, err := readOmap(io, nobj)
+	if err != nil {
+		return idempotency.Record{}, journalErr(err, "read reservation")
+	}
+	if !ok {
+		return idempotency.Record{}, status.Errorf(codes.Aborted, "journal: %s name %q was reserved and released concurrently; retry", r.Kind, r.Name)
+	}
+	return j.existing(r, m)
+}
+
+func (j *OmapJournal) existing(r idempotency.Reservation, m map[string][]byte) (idempotency.Record, error) {
+	rec := decodeRecord(r.Kind, m)
+	if string(rec.Fingerprint) != string(r.Fingerprint) {
+		return idempotency.Record{}, status.Errorf(codes.AlreadyExists,
+			"%s name %q is already used by %s %q created with different parameters; use a new name or repeat the original request",
+			r.Kind, r.Name, r.Kind, rec.ID)
+	}
+	return rec, nil
+}
+
+// Commit implements idempotency.Journal.
+func (j *OmapJournal) Commit(ctx context.Context, kind idempotency.Kind, name, id string, response []byte) error {
+	if err := checkKind(ctx, kind, name); err != nil {
+		return err
+	}
+	if err := checkKind(ctx, kind, id); err != nil {
+		return err
+	}
+	io, done, err := j.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	nobj := nameObject(kind, name)
+	// The usual commit, of the reserved ID: one guarded write.
+	vals := map[string][]byte{"committed": []byte("1"), "response": response}
+	if ok, err := guarded(io, nobj, id, func(op *rados.WriteOp) { op.SetOmap(vals) }); err != nil {
+		return journalErr(err, "commit")
+	} else if ok {
+		return nil
+	}
+	m, ok, err := readOmap(io, nobj)
+	if err != nil {
+		return journalErr(err, "read reservation")
+	}
+	if !ok {
+		return status.Errorf(codes.FailedPrecondition, "journal: %s name %q has no reservation to commit", kind, name)
+	}
+	old := string(m["id"])
+	if id != old {
+		if err := createWithOmap(io, idObject(kind, id), map[string][]byte{"name": []byte(name)}); err != nil {
+			if !errors.Is(err, rados.ErrObjectExists) {
+				return journalErr(err, "bind ID")
+			}
+			if o, _, _ := readOmap(io, idObject(kind, id)); string(o["name"]) != name {
+				return status.Errorf(codes.Internal, "journal: %s ID %q for name %q is already bound to name %q", kind, id, name, o["name"])
+			}
+		}
+	}
+	op := rados.CreateWriteOp()
+	defer op.Release()
+	op.AssertExists() // a concurrent Release wins: nothing to commit then
+	op.WriteFull(idData(id))
+	op.SetOmap(map[string][]byte{"committed": []byte("1"), "response": response, "id": []byte(id)})
+	if err := op.Operate(io, nobj, rados.OperationNoFlag); err != nil {
+		if errors.Is(err, rados.ErrNotFound) {
+			return status.Errorf(codes.FailedPrecondition, "journal: %s name %q has no reservation to commit", kind, name)
+		}
+		return journalErr(err, "commit")
+	}
+	if id != old {
+		_ = io.Delete(idObject(kind, old))
+	}
+	return nil
+}
+
+// LookupName implements idempotency.Journal.
+func (j *OmapJournal) LookupName(ctx context.Context, kind idempotency.Kind, name string) (idempotency.Record, bool, error) {
+	if err := checkKind(ctx, kind, name); err != nil {
+		return idempotency.Record{}, false, err
+	}
+	io, done, err := j.open(ctx)
+	if err != nil {
+		return idempotency.Record{}, false, err
+	}
+	defer done()
+	m, ok, err := readOmap(io, nameObject(kind, name))
+	if err != nil {
+		return idempotency.Record{}, false, journalErr(err, "read reservation")
+	}
+	if !ok {
+		return idempotency.Record{}, false, nil
+	}
+	return decodeRecord(kind, m), true, nil
+}
+
+// lookupID reads the record bound to id with io.
+func lookupID(io *rados.IOContext, kind idempotency.Kind, id string) (idempotency.Record, bool, error) {
+	m, ok, err := readOmap(io, idObject(kind, id))
+	if err != nil || !ok {
+		return idempotency.Record{}, false, err
+	}
+	rm, ok, err := readOmap(io, nameObject(kind, string(m["name"])))
+	if err != nil || !ok {
+		return idempotency.Record{}, false, err
+	}
+	rec := decodeRecord(kind, rm)
+	if rec.ID != id {
+		return idempotency.Record{}, false, nil
+	}
+	return rec, true, nil
+}
+
+// LookupID implements idempotency.Journal.
+func (j *OmapJournal) LookupID(ctx context.Context, kind idempotency.Kind, id string) (idempotency.Record, bool, error) {
+	if err := checkKind(ctx, kind, id); err != nil {
+		return idempotency.Record{}, false, err
+	}
+	io, done, err := j.open(ctx)
+	if err != nil {
+		return idempotency.Record{}, false, err
+	}
+	defer done()
+	rec, ok, err := lookupID(io, kind, id)
+	if err != nil {
+		return idempotency.Record{}, false, journalErr(err, "look up ID")
+	}
+	return rec, ok, nil
+}
+
+// Release implements idempotency.Journal.
+func (j *OmapJournal) Release(ctx context.Context, kind idempotency.Kind, id string) error {
+	if err := checkKind(ctx, kind, id); err != nil {
+		return err
+	}
+	io, done, err := j.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	m, ok, err := readOmap(io, idObject(kind, id))
+	if err != nil {
+		return journalErr(err, "look up ID")
+	}
+	if !ok {
+		return nil
+	}
+	// The name goes only if it still binds id: one guarded remove.
+	if _, err := guarded(io, nameObject(kind, string(m["name"])), id, func(op *rados.WriteOp) { op.Remove() }); err != nil {
+		return journalErr(err, "release name")
+	}
+	if err := io.Delete(idObject(kind, id)); err != nil && !errors.Is(err, rados.ErrNotFound) {
+		return journalErr(err, "release ID")
+	}
+	return nil
+}
+
+// Uncommitted implements idempotency.Lister. It lists the journal's
+// namespace, which holds nothing but journal objects.
+func (j *OmapJournal) Uncommitted(ctx context.Context, kind idempotency.Kind, reservedBefore time.Time) ([]idempotency.Record, error) {
+	if err := checkKind(ctx, kind, "-"); err != nil {
+		return nil, err
+	}
+	io, done, err := j.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	prefix := kindPrefix(kind) + ".name."
+	var oids []string
+	err = io.ListObjects(func(oid string) {
+		if strings.HasPrefix(oid, prefix) {
+			oids = append(oids, oid)
+		}
+	})
+	if err != nil {
+		return nil, journalErr(err, "list")
+	}
+	var out []idempotency.Record
+	for _, oid := range oids {
+		if err := ctx.Err(); err != nil {
+			return nil, status.FromContextError(err).Err()
+		}
+		m, ok, err := readOmap(io, oid)
+		if err != nil {
+			return nil, journalErr(err, fmt.Sprintf("read %s", oid))
+		}
+		if !ok {
+			continue
+		}
+		rec := decodeRecord(kind, m)
+		if !rec.Committed && rec.Reserved.Before(reservedBefore) {
+			out = append(out, rec)
+		}
+	}
+	slices.SortFunc(out, func(a, b idempotency.Record) int { return a.Reserved.Compare(b.Reserved) })
+	return out, nil
+}

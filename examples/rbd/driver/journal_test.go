@@ -1,0 +1,190 @@
+package driver_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/csikit/csikit/examples/rbd/driver"
+	"github.com/csikit/csikit/examples/rbd/internal/cephtest"
+	"github.com/csikit/csikit/idempotency"
+)
+
+func newJournal(t *testing.T, c cephtest.Cluster) *driver.OmapJournal {
+	t.Helper()
+	pool := driver.NewConnPool(c.Monitors, 30*time.Second, time.Minute)
+	t.Cleanup(pool.Close)
+	return driver.NewOmapJournal(pool, driver.Credentials{User: c.User, Key: c.Key}, c.Pool)
+}
+
+func TestOmapJournal(t *testing.T) {
+	c := cephtest.Require(t)
+	j := newJournal(t, c)
+	ctx := context.Background()
+	name, id := "pvc-"+idempotency.RandomID(""), idempotency.RandomID("")
+	fp := []byte{1, 2, 3}
+
+	rec, err := j.Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: name, Fingerprint: fp, ID: id})
+	if err != nil || rec.ID != id || rec.Committed {
+		t.Fatalf("Reserve = %+v, %v; want ID %s uncommitted", rec, err, id)
+	}
+	// A retry with another ID gets the first one.
+	rec, err = j.Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: name, Fingerprint: fp, ID: "other"})
+	if err != nil || rec.ID != id {
+		t.Fatalf("retried Reserve = %+v, %v; want ID %s", rec, err, id)
+	}
+	// Same name, other kind: independent.
+	if rec, err := j.Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindSnapshot, Name: name, Fingerprint: fp, ID: id}); err != nil || rec.ID != id {
+		t.Fatalf("snapshot Reserve = %+v, %v", rec, err)
+	}
+	t.Cleanup(func() { _ = j.Release(ctx, idempotency.KindSnapshot, id) })
+	// Different parameters: AlreadyExists.
+	if _, err := j.Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: name, Fingerprint: []byte{9}, ID: "x"}); status.Code(err) != codes.AlreadyExists {
+		t.Fatalf("Reserve with another fingerprint: %v, want AlreadyExists", err)
+	}
+	if err := j.Commit(ctx, idempotency.KindVolume, "pvc-never-reserved-"+id, id, nil); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("Commit without reservation: %v, want FailedPrecondition", err)
+	}
+	if err := j.Commit(ctx, idempotency.KindVolume, name, id, []byte("resp")); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := j.LookupName(ctx, idempotency.KindVolume, name)
+	if err != nil || !ok || !got.Committed || string(got.Response) != "resp" || got.ID != id {
+		t.Fatalf("LookupName = %+v, %v, %v", got, ok, err)
+	}
+	got, ok, err = j.LookupID(ctx, idempotency.KindVolume, id)
+	if err != nil || !ok || got.Name != name {
+		t.Fatalf("LookupID = %+v, %v, %v", got, ok, err)
+	}
+	if err := j.Release(ctx, idempotency.KindVolume, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := j.LookupName(ctx, idempotency.KindVolume, name); ok || err != nil {
+		t.Fatalf("after Release: LookupName found=%v err=%v", ok, err)
+	}
+	if _, ok, err := j.LookupID(ctx, idempotency.KindVolume, id); ok || err != nil {
+		t.Fatalf("after Release: LookupID found=%v err=%v", ok, err)
+	}
+	if err := j.Release(ctx, idempotency.KindVolume, id); err != nil {
+		t.Fatalf("second Release: %v", err)
+	}
+}
+
+// Two RADOS clients (as two controller replicas have) reserve one name at
+// once, many times over: every round binds exactly one ID.
+func TestOmapJournalRace(t *testing.T) {
+	c := cephtest.Require(t)
+	a, b := newJournal(t, c), newJournal(t, c)
+	ctx := context.Background()
+	for round := range 20 {
+		name := "race-" + idempotency.RandomID("")
+		ids := [2]string{}
+		var wg sync.WaitGroup
+		var errs [2]error
+		for i, j := range []*driver.OmapJournal{a, b} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rec, err := j.Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: name, Fingerprint: []byte("fp"), ID: idempotency.RandomID("")})
+				ids[i], errs[i] = rec.ID, err
+			}()
+		}
+		wg.Wait()
+		if err := errors.Join(errs[:]...); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if ids[0] != ids[1] {
+			t.Fatalf("round %d: the replicas got IDs %s and %s for one name", round, ids[0], ids[1])
+		}
+		if err := a.Release(ctx, idempotency.KindVolume, ids[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// The sweep finds an old uncommitted reservation in the cluster, cleans it
+// and releases it, and leaves a committed one alone.
+func TestOmapJournalSweep(t *testing.T) {
+	c := cephtest.Require(t)
+	j := newJournal(t, c)
+	ctx := context.Background()
+	abandoned, kept := "abandoned-"+idempotency.RandomID(""), "kept-"+idempotency.RandomID("")
+	aID, kID := idempotency.RandomID(""), idempotency.RandomID("")
+	for _, r := range []idempotency.Reservation{{Kind: idempotency.KindVolume, Name: abandoned, ID: aID}, {Kind: idempotency.KindVolume, Name: kept, ID: kID}} {
+		if _, err := j.Reserve(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { _ = j.Release(ctx, idempotency.KindVolume, kID) })
+	if err := j.Commit(ctx, idempotency.KindVolume, kept, kID, []byte("r")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	recs, err := j.Uncommitted(ctx, idempotency.KindVolume, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var found bool
+	for _, r := range recs {
+		if r.Name == kept {
+			t.Fatalf("Uncommitted lists the committed %q", kept)
+		}
+		found = found || r.Name == abandoned
+	}
+	if !found {
+		t.Fatalf("Uncommitted misses %q: %+v", abandoned, recs)
+	}
+	var cleaned []string
+	// Only this test's reservations: other packages' tests share the pool.
+	mine := onlyNames{OmapJournal: j, names: []string{abandoned, kept}}
+	_, err = idempotency.Sweep(ctx, idempotency.SweepOptions{
+		Journal: mine, Kind: idempotency.KindVolume, OlderThan: time.Nanosecond,
+		Clean: func(_ context.Context, rec idempotency.Record) error {
+			cleaned = append(cleaned, rec.ID)
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !contains(cleaned, aID) || contains(cleaned, kID) {
+		t.Fatalf("Sweep cleaned %v; want %s and not %s", cleaned, aID, kID)
+	}
+	if _, ok, _ := j.LookupName(ctx, idempotency.KindVolume, abandoned); ok {
+		t.Fatal("the swept reservation is still there")
+	}
+	if _, ok, _ := j.LookupName(ctx, idempotency.KindVolume, kept); !ok {
+		t.Fatal("the committed reservation was swept")
+	}
+}
+
+func contains(s []string, v string) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+// onlyNames restricts Uncommitted to some names.
+type onlyNames struct {
+	*driver.OmapJournal
+	names []string
+}
+
+func (o onlyNames) Uncommitted(ctx context.Context, k idempotency.Kind, before time.Time) ([]idempotency.Record, error) {
+	recs, err := o.OmapJournal.Uncommitted(ctx, k, before)
+	var out []idempotency.Record
+	for _, r := range recs {
+		if contains(o.names, r.Name) {
+			out = append(out, r)
+		}
+	}
+	return out, err
+}

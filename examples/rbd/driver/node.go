@@ -1,0 +1,317 @@
+package driver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/csikit/csikit/block"
+	"github.com/csikit/csikit/metrics"
+	"github.com/csikit/csikit/mount"
+)
+
+// stageRecord is what the node remembers about a staged volume, in
+// <state>/staged/<volume ID>.json (root-only, no secrets): NodeUnstage and
+// NodePublish carry no secrets and must still find the mapping.
+type stageRecord struct {
+	Pool   string `json:"pool"`
+	Image  string `json:"image"`
+	Mapper string `json:"mapper"`
+	Block  bool   `json:"block"`
+}
+
+func (d *Driver) recordPath(id volumeID) string {
+	return filepath.Join(d.opts.StateDir, "staged", id.String()+".json")
+}
+
+func (d *Driver) readRecord(id volumeID) (stageRecord, bool, error) {
+	b, err := os.ReadFile(d.recordPath(id))
+	if errors.Is(err, fs.ErrNotExist) {
+		return stageRecord{}, false, nil
+	}
+	if err != nil {
+		return stageRecord{}, false, status.Errorf(codes.Internal, "read stage record: %v", err)
+	}
+	var r stageRecord
+	if err := json.Unmarshal(b, &r); err != nil {
+		return stageRecord{}, false, status.Errorf(codes.Internal, "stage record of %s: %v", id, err)
+	}
+	return r, true, nil
+}
+
+func (d *Driver) writeRecord(id volumeID, r stageRecord) error {
+	dir := filepath.Dir(d.recordPath(id))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return status.Errorf(codes.Internal, "stage record: %v", err)
+	}
+	b, _ := json.Marshal(r)
+	tmp := d.recordPath(id) + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return status.Errorf(codes.Internal, "stage record: %v", err)
+	}
+	if err := os.Rename(tmp, d.recordPath(id)); err != nil {
+		return status.Errorf(codes.Internal, "stage record: %v", err)
+	}
+	return nil
+}
+
+func (d *Driver) image(id volumeID, r stageRecord, creds Credentials, ro bool) Image {
+	return Image{Key: id.String(), Monitors: d.opts.Monitors, Pool: r.Pool, Name: r.Image, Creds: creds, ReadOnly: ro}
+}
+
+func (d *Driver) mapper(name string) (Mapper, error) {
+	if name == "" {
+		name = d.opts.Mapper
+	}
+	m, ok := d.mappers[name]
+	if !ok {
+		return nil, status.Errorf(codes.InvalidArgument, "mapper %q: want krbd, rbd-nbd or rbd-fuse", name)
+	}
+	return m, nil
+}
+
+// NodeStageVolume maps the image and, for mount volumes, mounts it
+// (formatting a blank image) at the staging path. On failure nothing it
+// made stays mapped or mounted.
+func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
+	id, ok := parseVolumeID(r.GetVolumeId())
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "volume %q does not exist", r.GetVolumeId())
+	}
+	creds, err := CredentialsFromSecrets(r.GetSecrets())
+	if err != nil {
+		return nil, err
+	}
+	if err := d.prepareStateDir(); err != nil {
+		return nil, status.Errorf(codes.Internal, "state directory: %v", err)
+	}
+	pool, err := d.poolName(ctx, creds, id.pool)
+	if err != nil {
+		return nil, err
+	}
+	mname := r.GetVolumeContext()[ParamMapper]
+	if mname == "" {
+		mname = d.opts.Mapper
+	}
+	m, err := d.mapper(mname)
+	if err != nil {
+		return nil, err
+	}
+	rec := stageRecord{Pool: pool, Image: id.image(), Mapper: mname, Block: r.GetVolumeCapability().GetBlock() != nil}
+	if old, ok, err := d.readRecord(id); err != nil {
+		return nil, err
+	} else if ok && old != rec {
+		return nil, status.Errorf(codes.AlreadyExists, "volume %s is staged on this node with another capability or mapper", id)
+	}
+	ro := r.GetVolumeCapability().GetAccessMode().GetMode() == csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY
+	img := d.image(id, rec, creds, ro)
+	_, wasMapped, err := m.Find(ctx, img)
+	if err != nil {
+		return nil, err
+	}
+	// The record first: a crash after mapping must leave a way to unmap.
+	if err := d.writeRecord(id, rec); err != nil {
+		return nil, err
+	}
+	fail := func(err error) (*csi.NodeStageVolumeResponse, error) {
+		if !wasMapped {
+			if uerr := m.Unmap(context.WithoutCancel(ctx), img); uerr != nil {
+				d.opts.Logger.Warn("could not unmap after a failed stage", "volume", id.String(), "error", uerr)
+				return nil, err
+			}
+			_ = os.Remove(d.recordPath(id))
+		}
+		return nil, err
+	}
+	dev, err := m.Map(ctx, img)
+	if err != nil {
+		return fail(err)
+	}
+	if rec.Block {
+		return &csi.NodeStageVolumeResponse{}, nil
+	}
+	mnt := r.GetVolumeCapability().GetMount()
+	err = d.mounter.Stage(ctx, mount.StageOptions{
+		Device: dev, Target: r.GetStagingTargetPath(), FSType: mnt.GetFsType(),
+		MountFlags: mnt.GetMountFlags(), ReadOnly: ro,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	return &csi.NodeStageVolumeResponse{}, nil
+}
+
+// NodeUnstageVolume unmounts the staging path and unmaps the image; it
+// finds mappings made before a restart through the stage record.
+func (d *Driver) NodeUnstageVolume(ctx context.Context, r *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
+	id, ok := parseVolumeID(r.GetVolumeId())
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "volume %q does not exist", r.GetVolumeId())
+	}
+	if err := d.mounter.Unstage(ctx, r.GetStagingTargetPath(), mount.UnmountOptions{}); err != nil {
+		return nil, err
+	}
+	rec, ok, err := d.readRecord(id)
+	if err != nil || !ok {
+		return &csi.NodeUnstageVolumeResponse{}, err
+	}
+	m, err := d.mapper(rec.Mapper)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Unmap(ctx, d.image(id, rec, Credentials{}, false)); err != nil {
+		return nil, err
+	}
+	if err := os.Remove(d.recordPath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, status.Errorf(codes.Internal, "remove stage record: %v", err)
+	}
+	return &csi.NodeUnstageVolumeResponse{}, nil
+}
+
+// staged returns the stage record and device of a staged volume, or
+// FailedPrecondition.
+func (d *Driver) staged(ctx context.Context, rawID string) (volumeID, stageRecord, string, error) {
+	id, ok := parseVolumeID(rawID)
+	if !ok {
+		return volumeID{}, stageRecord{}, "", status.Errorf(codes.NotFound, "volume %q does not exist", rawID)
+	}
+	rec, ok, err := d.readRecord(id)
+	if err != nil {
+		return id, rec, "", err
+	}
+	if !ok {
+		return id, rec, "", status.Errorf(codes.FailedPrecondition, "volume %s is not staged on this node", id)
+	}
+	m, err := d.mapper(rec.Mapper)
+	if err != nil {
+		return id, rec, "", err
+	}
+	dev, ok, err := m.Find(ctx, d.image(id, rec, Credentials{}, false))
+	if err != nil {
+		return id, rec, "", err
+	}
+	if !ok {
+		return id, rec, "", status.Errorf(codes.FailedPrecondition, "volume %s is not mapped on this node: stage it again", id)
+	}
+	return id, rec, dev, nil
+}
+
+// NodePublishVolume binds the staged file system, or the mapped device
+// for block volumes, onto the target.
+func (d *Driver) NodePublishVolume(ctx context.Context, r *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
+	_, rec, dev, err := d.staged(ctx, r.GetVolumeId())
+	if err != nil {
+		return nil, err
+	}
+	isBlock := r.GetVolumeCapability().GetBlock() != nil
+	if isBlock != rec.Block {
+		return nil, status.Errorf(codes.InvalidArgument, "volume %s was staged as %s", r.GetVolumeId(), map[bool]string{true: "block", false: "mount"}[rec.Block])
+	}
+	if isBlock {
+		if err := block.MountBlock(ctx, block.MountOptions{Device: dev, Target: r.GetTargetPath(), ReadOnly: r.GetReadonly()}); err != nil {
+			return nil, err
+		}
+		return &csi.NodePublishVolumeResponse{}, nil
+	}
+	err = d.mounter.Publish(ctx, mount.PublishOptions{
+		Source: r.GetStagingTargetPath(), Target: r.GetTargetPath(), ReadOnly: r.GetReadonly(),
+		MountFlags: r.GetVolumeCapability().GetMount().GetMountFlags(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+// NodeUnpublishVolume removes the target's mount and the target.
+func (d *Driver) NodeUnpublishVolume(ctx context.Context, r *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
+	if _, ok := parseVolumeID(r.GetVolumeId()); !ok {
+		return nil, status.Errorf(codes.NotFound, "volume %q does not exist", r.GetVolumeId())
+	}
+	target := r.GetTargetPath()
+	var st unix.Stat_t
+	if err := unix.Lstat(target, &st); err == nil && st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		if err := block.UnmountBlock(ctx, target); err != nil {
+			return nil, err
+		}
+		return &csi.NodeUnpublishVolumeResponse{}, nil
+	}
+	if err := d.mounter.Unpublish(ctx, target, mount.UnmountOptions{}); err != nil {
+		return nil, err
+	}
+	return &csi.NodeUnpublishVolumeResponse{}, nil
+}
+
+// NodeExpandVolume grows the file system online to the image's new size.
+func (d *Driver) NodeExpandVolume(ctx context.Context, r *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
+	if _, err := os.Stat(r.GetVolumePath()); errors.Is(err, fs.ErrNotExist) {
+		return nil, status.Errorf(codes.NotFound, "volume path %s does not exist", r.GetVolumePath())
+	}
+	_, rec, dev, err := d.staged(ctx, r.GetVolumeId())
+	if err != nil {
+		if status.Code(err) == codes.FailedPrecondition {
+			return nil, status.Errorf(codes.NotFound, "volume %s is not staged on this node", r.GetVolumeId())
+		}
+		return nil, err
+	}
+	if rec.Mapper == MapperFUSE {
+		// rbd-fuse answers the new size once the kernel's attribute cache
+		// (1 s) expires; then the loop device can take it.
+		file := d.mappers[MapperFUSE].(*fuseMapper).file(d.image(mustID(r.GetVolumeId()), rec, Credentials{}, false))
+		want := r.GetCapacityRange().GetRequiredBytes()
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			st, err := os.Stat(file)
+			if err != nil || st.Size() >= want || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if err := block.RefreshLoopSize(ctx, dev); err != nil {
+			return nil, err
+		}
+	}
+	size, err := block.DeviceSize(dev)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "size of %s: %v", dev, err)
+	}
+	if rec.Block || r.GetVolumeCapability().GetBlock() != nil {
+		return &csi.NodeExpandVolumeResponse{CapacityBytes: size}, nil
+	}
+	path := r.GetStagingTargetPath()
+	if path == "" {
+		path = r.GetVolumePath()
+	}
+	if _, err := d.mounter.Resize(ctx, mount.ResizeOptions{Device: dev, Path: path}); err != nil {
+		return nil, err
+	}
+	return &csi.NodeExpandVolumeResponse{CapacityBytes: size}, nil
+}
+
+// NodeGetVolumeStats reports usage through csikit's metrics package.
+func (d *Driver) NodeGetVolumeStats(ctx context.Context, r *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
+	id, ok := parseVolumeID(r.GetVolumeId())
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "volume %q does not exist", r.GetVolumeId())
+	}
+	if _, ok, err := d.readRecord(id); err != nil {
+		return nil, err
+	} else if !ok {
+		return nil, status.Errorf(codes.NotFound, "volume %s is not staged on this node", id)
+	}
+	return metrics.VolumeStats(ctx, r.GetVolumePath())
+}
+
+// mustID parses an ID already checked by the caller.
+func mustID(s string) volumeID {
+	v, _ := parseVolumeID(s)
+	return v
+}

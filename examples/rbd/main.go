@@ -1,0 +1,157 @@
+//go:build linux
+
+// Command rbd is csikit's Ceph RBD CSI driver: volumes are RBD images,
+// snapshots RBD snapshots, restores clone-v2 images, the idempotency
+// journal RADOS omap objects in each pool; nodes map images with krbd,
+// rbd-nbd or rbd-fuse plus a loop device.
+//
+//	rbd --monitors 10.0.0.1:3300 --endpoint unix:///csi/csi.sock --nodeid $(hostname)
+//
+// Ceph credentials come only from the CSI secrets of each request
+// (userID, userKey); no flag or file holds a key. Build with
+// -tags pacific (or the tag of the Ceph release whose librbd you link).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"github.com/csikit/csikit"
+	"github.com/csikit/csikit/examples/rbd/driver"
+	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/k8s/csidriver"
+)
+
+type config struct {
+	endpoint, monitors, pool, nodeID, zone, stateDir, mapper, driverName, logLevel string
+	cloneDepth                                                                     int
+	timeout                                                                        time.Duration
+	printCSIDriver, showVersion                                                    bool
+}
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "rbd:", err)
+		os.Exit(1)
+	}
+}
+
+func parseFlags(args []string) (*config, error) {
+	host, _ := os.Hostname()
+	c := &config{}
+	fs := flag.NewFlagSet("rbd", flag.ContinueOnError)
+	fs.StringVar(&c.endpoint, "endpoint", "unix:///csi/csi.sock", "CSI endpoint")
+	fs.StringVar(&c.monitors, "monitors", "", "comma-separated Ceph monitor addresses (required)")
+	fs.StringVar(&c.pool, "pool", "rbd", "pool for StorageClasses that name none")
+	fs.StringVar(&c.nodeID, "nodeid", host, "node ID")
+	fs.StringVar(&c.zone, "zone", "", "this node's zone (topology "+driver.TopologyKey+"); empty: no topology")
+	fs.StringVar(&c.stateDir, "state-dir", "/var/lib/csikit-rbd", "node working directory (root-only)")
+	fs.StringVar(&c.mapper, "mapper", driver.MapperKRBD, "default mapper: krbd, rbd-nbd or rbd-fuse")
+	fs.StringVar(&c.driverName, "driver-name", "rbd.csikit.dev", "CSI driver name")
+	fs.IntVar(&c.cloneDepth, "max-clone-depth", 8, "flatten clones whose parent chain is longer (negative: always)")
+	fs.DurationVar(&c.timeout, "ceph-timeout", 30*time.Second, "timeout of each Ceph operation")
+	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&c.printCSIDriver, "print-csidriver", false, "print the CSIDriver object as YAML and exit")
+	fs.BoolVar(&c.showVersion, "version", false, "print the version and exit")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if c.monitors == "" && !c.printCSIDriver && !c.showVersion {
+		return nil, errors.New("--monitors is required")
+	}
+	return c, nil
+}
+
+func run(args []string) error {
+	cfg, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	if cfg.showVersion {
+		fmt.Println(version())
+		return nil
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.logLevel)); err != nil {
+		return fmt.Errorf("--log-level %q: want debug, info, warn or error", cfg.logLevel)
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	monitors := cfg.monitors
+	if monitors == "" {
+		monitors = "unused" // --print-csidriver touches no cluster
+	}
+	d, err := driver.New(driver.Options{
+		Monitors: monitors, DefaultPool: cfg.pool, NodeID: cfg.nodeID, Zone: cfg.zone,
+		StateDir: cfg.stateDir, Mapper: cfg.mapper, MaxCloneDepth: cfg.cloneDepth,
+		OpTimeout: cfg.timeout, Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	srv, err := csikit.NewServer(d.Service(), d.ServerOptions(csikit.Options{
+		Name: cfg.driverName, Version: version(), NodeID: cfg.nodeID, Logger: logger,
+	}))
+	if err != nil {
+		return err
+	}
+	if cfg.printCSIDriver {
+		obj, err := srv.CSIDriver(csidriver.Options{LifecycleModes: []csidriver.LifecycleMode{csidriver.Persistent}})
+		if err != nil {
+			return err
+		}
+		y, err := obj.YAML()
+		if err != nil {
+			return err
+		}
+		_, err = os.Stdout.Write(y)
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	swept := make(chan struct{})
+	go func() { sweep(ctx, d, srv, logger); close(swept) }()
+	fmt.Fprintf(os.Stderr, "rbd %s: driver %s on node %s, serving %s, monitors %s\n", version(), cfg.driverName, cfg.nodeID, cfg.endpoint, cfg.monitors)
+	err = srv.ListenAndServe(ctx, cfg.endpoint)
+	stop()
+	<-swept
+	return err
+}
+
+// sweep releases, hourly, the journal reservations of creates that failed
+// a day or more ago and were never retried to success, in the pools served
+// since start, removing any image made under them.
+func sweep(ctx context.Context, d *driver.Driver, srv *csikit.Server, logger *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Hour):
+		}
+		for _, k := range []idempotency.Kind{idempotency.KindVolume, idempotency.KindSnapshot} {
+			if _, err := d.SweepAbandoned(ctx, srv.Locks(), k, 24*time.Hour); err != nil && ctx.Err() == nil {
+				logger.Warn("sweeping abandoned reservations", "error", err)
+			}
+		}
+	}
+}
+
+// version is the module version the binary was built from, or a
+// development marker; never empty.
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "v0.1.0-dev"
+}

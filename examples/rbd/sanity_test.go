@@ -1,0 +1,113 @@
+//go:build linux
+
+package main_test
+
+import (
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/csikit/csikit"
+	"github.com/csikit/csikit/examples/rbd/driver"
+	"github.com/csikit/csikit/examples/rbd/internal/cephtest"
+	"github.com/csikit/csikit/sanity"
+)
+
+// syncLog collects the driver's log for the harness's secret check.
+type syncLog struct{ ch chan []byte }
+
+func newSyncLog() *syncLog {
+	l := &syncLog{ch: make(chan []byte, 1)}
+	l.ch <- nil
+	return l
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	b := <-l.ch
+	l.ch <- append(b, p...)
+	return len(p), nil
+}
+
+func (l *syncLog) Bytes() ([]byte, error) {
+	b := <-l.ch
+	l.ch <- b
+	return append([]byte(nil), b...), nil
+}
+
+// requireNode skips without root and the node tools the rbd-fuse mapper
+// and the file systems need.
+func requireNode(t *testing.T) {
+	t.Helper()
+	cephtest.RequireRoot(t)
+	for _, tool := range []string{"rbd-fuse", "mkfs.ext4", "resize2fs"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			cephtest.Skipf(t, "needs %s", tool)
+		}
+	}
+}
+
+// TestSanity runs csikit's conformance harness against the driver on the
+// real cluster, in mount and block mode, with the rbd-fuse mapper (this CI
+// kernel has no rbd or nbd module).
+func TestSanity(t *testing.T) {
+	c := cephtest.Require(t)
+	requireNode(t)
+	state := t.TempDir()
+	log := newSyncLog()
+	logger := slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	target := sanity.Restartable(func() (any, csikit.Options, error) {
+		d, err := driver.New(driver.Options{
+			Monitors: c.Monitors, DefaultPool: c.Pool, NodeID: "sanity-node", StateDir: state,
+			Mapper: driver.MapperFUSE, MaxCloneDepth: 1, Logger: logger,
+		})
+		if err != nil {
+			return nil, csikit.Options{}, err
+		}
+		return d.Service(), d.ServerOptions(csikit.Options{
+			Name: "rbd.csikit.dev", Version: "v0.0.0-sanity", NodeID: "sanity-node", Logger: logger,
+		}), nil
+	})
+	skip := map[string]string{}
+	if !hasCapSysResource(t) {
+		// ext4 online resize (EXT4_IOC_RESIZE_FS) needs CAP_SYS_RESOURCE;
+		// without it resize2fs fails with "Permission denied".
+		why := "ext4 online resize needs CAP_SYS_RESOURCE, which this test process lacks"
+		skip["mount/Expansion/NodeExpandVolume/after_publish"] = why
+		skip["mount/DataPath/expansion_visible_on_node"] = why
+	}
+	start := time.Now()
+	sanity.Run(t, target, sanity.Config{
+		Skip:       skip,
+		AccessType: sanity.BothAccess,
+		VolumeSize: 16 << 20,
+		ExpandSize: 32 << 20,
+		FsType:     "ext4",
+		Parameters: map[string]string{driver.ParamPool: c.Pool},
+		Secrets:    c.Secrets(),
+		Log:        log.Bytes,
+	})
+	t.Logf("sanity against rbd (mount and block) took %v", time.Since(start))
+}
+
+// hasCapSysResource reports whether the process has CAP_SYS_RESOURCE in
+// its effective set (bit 24 of CapEff in /proc/self/status).
+func hasCapSysResource(t *testing.T) bool {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return caps&(1<<24) != 0
+		}
+	}
+	return false
+}

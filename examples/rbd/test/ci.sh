@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# CI for examples/rbd (called by .ci/run): installs the Ceph packages,
+# starts a throwaway cluster in a fresh directory, runs the module's vet,
+# staticcheck and tests (with -race) and upstream csi-sanity against it, and
+# stops the cluster on every exit path. Each step prints its duration.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PATH:/usr/local/go/bin"
+t0=$(date +%s)
+step() { echo; echo "=== rbd: $* ($(( $(date +%s) - t0 ))s)"; }
+
+step "install Ceph packages"
+pkgs=(ceph-mon ceph-osd ceph-mgr ceph-common rbd-fuse librbd-dev librados-dev)
+installed=$(dpkg-query -W -f='${db:Status-Status}\n' "${pkgs[@]}" 2>/dev/null | grep -cx installed || true)
+if [ "$installed" -eq "${#pkgs[@]}" ]; then
+	echo "already installed"
+else
+	for try in 1 2 3; do
+		if apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null; then
+			break
+		fi
+		[ "$try" -eq 3 ] && { echo "rbd: apt-get install failed 3 times" >&2; exit 1; }
+		sleep 5
+	done
+fi
+
+step "vet, staticcheck (-tags pacific)"
+go vet -tags pacific ./...
+go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 -tags pacific ./...
+
+step "start the throwaway Ceph cluster"
+dir=$(mktemp -d /tmp/csikit-ceph.XXXXXX)
+cleanup() {
+	rc=$?
+	test/cluster.sh stop "$dir" || true
+	if [ $rc -ne 0 ]; then
+		echo "rbd: failed; cluster logs:" >&2
+		tail -n 20 "$dir"/log/*.log >&2 2>/dev/null || true
+	fi
+	rm -rf "$dir"
+	exit $rc
+}
+trap cleanup EXIT
+for try in 1 2; do
+	if env=$(test/cluster.sh start "$dir"); then break; fi
+	[ "$try" -eq 2 ] && exit 1
+	test/cluster.sh stop "$dir" || true
+	rm -rf "$dir"; dir=$(mktemp -d /tmp/csikit-ceph.XXXXXX)
+done
+set -a; . "$env"; set +a
+
+step "tests (-race) against the cluster"
+go test -tags pacific -race -count=1 -timeout 15m ./...
+
+step "upstream csi-sanity v5.6.0 against the rbd binary"
+test/csi-sanity.sh "$env"
+
+step "done"

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Runs upstream csi-sanity v5.6.0 against the built rbd driver binary over a
+# unix socket, in mount and block mode, against the cluster whose env file
+# is given (examples/rbd/test/cluster.sh start DIR prints it). Uses the
+# rbd-fuse mapper (CI kernels lack rbd and nbd). Prints each mode's
+# pass/fail counts and exits non-zero on any failure. Needs root.
+#
+#   examples/rbd/test/csi-sanity.sh DIR/env
+set -euo pipefail
+[ $# -eq 1 ] || { echo "usage: $0 CLUSTER_ENV_FILE" >&2; exit 2; }
+set -a; . "$1"; set +a
+cd "$(dirname "$0")/.."
+if [ "$(id -u)" -ne 0 ]; then
+	echo "csi-sanity.sh: needs root (the driver maps images and mounts)" >&2
+	exit 1
+fi
+export PATH="$PATH:/usr/local/go/bin"
+work=$(mktemp -d /tmp/rbd-sanity.XXXXXX)
+chmod 700 "$work"
+bin="$work/bin"
+mkdir -p "$bin"
+go build -tags pacific -o "$bin/rbd" .
+GOBIN="$bin" go install github.com/kubernetes-csi/csi-test/v5/cmd/csi-sanity@v5.6.0
+
+pid=""
+cleanup() {
+	if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+	if grep -q " $work" /proc/self/mountinfo; then
+		echo "csi-sanity.sh: mounts left below $work:" >&2
+		grep " $work" /proc/self/mountinfo >&2
+		awk -v w="$work" '$5 ~ "^"w {print $5}' /proc/self/mountinfo | sort -r | xargs -r -n1 umount -l || true
+	fi
+	if [ -n "${KEEP:-}" ]; then echo "kept $work" >&2; else rm -rf "$work"; fi
+}
+trap cleanup EXIT
+
+# The secrets file holds the key: root-only, inside the root-only work dir,
+# removed with it.
+umask 077
+key=$(cat "$CSIKIT_CEPH_KEY_FILE")
+{
+	for s in CreateVolumeSecret DeleteVolumeSecret ControllerPublishVolumeSecret ControllerUnpublishVolumeSecret \
+		ControllerValidateVolumeCapabilitiesSecret NodeStageVolumeSecret NodePublishVolumeSecret \
+		CreateSnapshotSecret DeleteSnapshotSecret ControllerExpandVolumeSecret NodeExpandVolumeSecret \
+		ListSnapshotsSecret; do
+		printf '%s:\n  userID: "%s"\n  userKey: "%s"\n' "$s" "$CSIKIT_CEPH_USER" "$key"
+	done
+} >"$work/secrets.yaml"
+printf 'pool: "%s"\n' "$CSIKIT_CEPH_POOL" >"$work/params.yaml"
+
+failed=0
+summary=""
+run() { # name, sanity flags...
+	local name=$1; shift
+	local dir="$work/$name"
+	mkdir -p "$dir/state"
+	"$bin/rbd" --endpoint "unix://$dir/csi.sock" --nodeid sanity-node --monitors "$CSIKIT_CEPH_MON" \
+		--pool "$CSIKIT_CEPH_POOL" --state-dir "$dir/state" --mapper rbd-fuse --log-level warn 2>"$dir/driver.log" &
+	pid=$!
+	for _ in $(seq 100); do [ -S "$dir/csi.sock" ] && break; sleep 0.1; done
+	local out="$dir/sanity.out" rc=0
+	"$bin/csi-sanity" --csi.endpoint "unix://$dir/csi.sock" \
+		--csi.stagingdir "$dir/staging" --csi.mountdir "$dir/mount" \
+		--csi.secrets "$work/secrets.yaml" --csi.testvolumeparameters "$work/params.yaml" \
+		--csi.testvolumesize $((16 << 20)) --csi.testvolumeexpandsize $((32 << 20)) \
+		--ginkgo.timeout 10m --ginkgo.no-color "$@" >"$out" 2>&1 || rc=$?
+	kill "$pid"; wait "$pid" 2>/dev/null || true; pid=""
+	local line
+	line=$(grep -E "^(Ran [0-9]+ of [0-9]+ Specs|(SUCCESS|FAIL)! -- [0-9]+ Passed \| [0-9]+ Failed)" "$out" | tr '\n' ' ' || true)
+	summary+="$name: $line"$'\n'
+	if grep -q -- "$key" "$dir/driver.log"; then
+		echo "=== csi-sanity $name: the key appears in the driver log"; failed=1
+	fi
+	if [ $rc -ne 0 ]; then
+		failed=1
+		echo "=== csi-sanity $name FAILED (exit $rc)"; grep -E "^\s*\[FAIL\]|\[FAILED\]" "$out" | head -40 || true
+		echo "--- driver log (tail)"; tail -30 "$dir/driver.log" || true
+	fi
+}
+
+run mount
+run block --csi.testvolumeaccesstype=block
+
+echo "csi-sanity v5.6.0 against examples/rbd:"
+printf '%s' "$summary"
+exit $failed
