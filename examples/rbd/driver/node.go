@@ -15,8 +15,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/block"
-	"github.com/csikit/csikit/metrics"
 	"github.com/csikit/csikit/mount"
+	"github.com/csikit/csikit/stats"
 )
 
 // stageRecord is what the node remembers about a staged volume, in
@@ -307,7 +307,7 @@ func (d *Driver) NodeGetVolumeStats(ctx context.Context, r *csi.NodeGetVolumeSta
 	} else if !ok {
 		return nil, status.Errorf(codes.NotFound, "volume %s is not staged on this node", id)
 	}
-	return metrics.VolumeStats(ctx, r.GetVolumePath())
+	return stats.VolumeStats(ctx, r.GetVolumePath())
 }
 
 // mustID parses an ID already checked by the caller.
