@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,12 +71,23 @@ func startKubelet(t *testing.T) *kenv {
 		t.Fatalf("build examples/hostpath: %v: %s", err, out)
 	}
 	sock := filepath.Join(dir, "csi.sock")
-	env := kube.Start(t, kube.Options{
+	var env *kube.Env
+	// Registered before Start, so it runs after the environment's Cleanup.
+	t.Cleanup(func() {
+		if env != nil {
+			if left := env.Leftovers(); len(left) > 0 {
+				t.Errorf("the kubelet mode left on the host: %v", left)
+			}
+		}
+	})
+	env = kube.Start(t, kube.Options{
 		Endpoint: "unix://" + sock, DriverName: hostpathName, NodeName: "node-1",
 		Sidecars: []string{"csi-provisioner", "csi-resizer"},
 		Kubelet:  &kube.KubeletOptions{},
 	})
-	applyManifest(t, env, "csidriver.yaml")
+	for _, m := range []string{"rbac.yaml", "csidriver.yaml", "storageclass.yaml", "volumesnapshotclass.yaml"} {
+		applyManifest(t, env, m)
+	}
 	createNamespace(t, env)
 	state := filepath.Join(dir, "state")
 	p, err := kube.StartProcess(kube.ProcessOptions{
@@ -150,24 +163,81 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// applyManifest creates the objects of examples/hostpath/deploy/<name>.
+// applyManifest creates the objects of examples/hostpath/deploy/<name> as
+// they are (strictly decoded: a misspelt field fails).
 func applyManifest(t *testing.T, env *kube.Env, name string) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "hostpath", "deploy", name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	switch name {
-	case "csidriver.yaml":
-		var d storagev1.CSIDriver
-		if err := yaml.UnmarshalStrict(b, &d); err != nil {
-			t.Fatalf("%s: %v", name, err)
+	ctx := context.Background()
+	for i, doc := range strings.Split("\n"+string(b), "\n---") {
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			t.Fatalf("%s document %d: %v", name, i, err)
 		}
-		if _, err := env.Client.StorageV1().CSIDrivers().Create(context.Background(), &d, metav1.CreateOptions{}); err != nil {
-			t.Fatalf("create CSIDriver: %v", err)
+		if meta.Kind == "" {
+			continue // comments only
 		}
-	default:
-		t.Fatalf("applyManifest: %s not supported", name)
+		var obj any
+		var create func() error
+		c := env.Client
+		switch meta.Kind {
+		case "Namespace":
+			o := &corev1.Namespace{}
+			obj, create = o, func() error { _, err := c.CoreV1().Namespaces().Create(ctx, o, metav1.CreateOptions{}); return err }
+		case "ServiceAccount":
+			o := &corev1.ServiceAccount{}
+			obj, create = o, func() error {
+				_, err := c.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+				return err
+			}
+		case "ClusterRole":
+			o := &rbacv1.ClusterRole{}
+			obj, create = o, func() error { _, err := c.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{}); return err }
+		case "ClusterRoleBinding":
+			o := &rbacv1.ClusterRoleBinding{}
+			obj, create = o, func() error {
+				_, err := c.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
+				return err
+			}
+		case "Role":
+			o := &rbacv1.Role{}
+			obj, create = o, func() error {
+				_, err := c.RbacV1().Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+				return err
+			}
+		case "RoleBinding":
+			o := &rbacv1.RoleBinding{}
+			obj, create = o, func() error {
+				_, err := c.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+				return err
+			}
+		case "CSIDriver":
+			o := &storagev1.CSIDriver{}
+			obj, create = o, func() error { _, err := c.StorageV1().CSIDrivers().Create(ctx, o, metav1.CreateOptions{}); return err }
+		case "StorageClass":
+			o := &storagev1.StorageClass{}
+			obj, create = o, func() error {
+				_, err := c.StorageV1().StorageClasses().Create(ctx, o, metav1.CreateOptions{})
+				return err
+			}
+		case "VolumeSnapshotClass":
+			o := &snapv1.VolumeSnapshotClass{}
+			obj, create = o, func() error {
+				_, err := env.Snapshots.SnapshotV1().VolumeSnapshotClasses().Create(ctx, o, metav1.CreateOptions{})
+				return err
+			}
+		default:
+			t.Fatalf("applyManifest %s: kind %s not supported", name, meta.Kind)
+		}
+		if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
+			t.Fatalf("%s document %d (%s): %v", name, i, meta.Kind, err)
+		}
+		if err := create(); err != nil {
+			t.Fatalf("%s: create %s: %v", name, meta.Kind, err)
+		}
 	}
 }
 
@@ -357,6 +427,20 @@ func TestKubelet(t *testing.T) {
 			t.Fatalf("a new pod read %q, want what the deleted pod wrote", got)
 		}
 		h.deletePod("kl-reader")
+	})
+
+	t.Run("deploy-storageclasses", func(t *testing.T) {
+		// examples/hostpath/deploy/storageclass.yaml as applied above:
+		// WaitForFirstConsumer directory and xfs volumes.
+		h := newH(t)
+		h.pvc("kl-deploy-dir", "csikit-hostpath", "64Mi", nil)
+		h.pvc("kl-deploy-xfs", "csikit-hostpath-xfs", "320Mi", nil)
+		h.createPod(h.podSpec("kl-deploy", "echo d > /dir/f && echo x > /xfs/f && cat /dir/f /xfs/f > /dev/termination-log && "+
+			"stat -f -c %T /xfs >> /dev/termination-log", pvcVolume("dir", "kl-deploy-dir"), pvcVolume("xfs", "kl-deploy-xfs")))
+		if got := h.succeeded("kl-deploy"); got != "d\nx\nxfs\n" {
+			t.Fatalf("pod on the deploy StorageClasses: %q, want both volumes written and an xfs filesystem", got)
+		}
+		h.deletePod("kl-deploy")
 	})
 
 	t.Run("pvc-wffc-rwop", func(t *testing.T) {

@@ -554,6 +554,7 @@ func (e *Env) stopNode() []error {
 			errs = append(errs, fmt.Errorf("kube: ip link del %s: %v: %s", n.bridge, err, out))
 		}
 	}
+	errs = append(errs, n.removeHostLeftovers()...)
 	for i := len(n.createdDirs) - 1; i >= 0; i-- {
 		errs = append(errs, removeEmptyTree(n.createdDirs[i])...)
 	}
@@ -565,6 +566,46 @@ func (e *Env) stopNode() []error {
 		}
 	}
 	return errs
+}
+
+// Leftovers lists what the kubelet mode created on the host and has not
+// removed: after Cleanup it must be empty. It reports the environment's
+// directory and mounts below it, this node's cgroups, bridge, shims and
+// the iptables chains it created.
+func (e *Env) Leftovers() []string {
+	var out []string
+	if _, err := os.Lstat(e.Dir); err == nil {
+		out = append(out, "directory "+e.Dir)
+	}
+	if mps, _ := mountsBelow(e.Dir); len(mps) > 0 {
+		out = append(out, fmt.Sprintf("mounts %v", mps))
+	}
+	n := e.node
+	if n == nil {
+		return out
+	}
+	for _, c := range n.cgroups {
+		if _, err := os.Stat(c); err == nil {
+			out = append(out, "cgroup "+c)
+		}
+	}
+	if _, err := os.Stat(filepath.Join("/sys/class/net", n.bridge)); err == nil {
+		out = append(out, "bridge "+n.bridge)
+	}
+	if pids := n.shimPIDs(); len(pids) > 0 {
+		out = append(out, fmt.Sprintf("shim PIDs %v", pids))
+	}
+	for _, c := range n.chains {
+		if chainExists(c) {
+			out = append(out, fmt.Sprintf("%s chain %s/%s", c.cmd, c.table, c.chain))
+		}
+	}
+	for _, d := range n.createdDirs {
+		if _, err := os.Lstat(d); err == nil {
+			out = append(out, "directory "+d)
+		}
+	}
+	return out
 }
 
 // DeletePods deletes every Pod in every namespace and waits (up to
@@ -788,6 +829,36 @@ func unescapeMount(s string) string {
 		b.WriteByte(s[i])
 	}
 	return b.String()
+}
+
+// removeHostLeftovers removes what this node left in host directories
+// shared with others, by exact name: kubelet's symlinks in
+// /var/log/containers pointing into this node's pod logs, and libcni's
+// cached results of this node's network.
+func (n *node) removeHostLeftovers() []error {
+	var errs []error
+	podLogs := filepath.Join(n.dir, "pod-logs") + "/"
+	if ents, err := os.ReadDir("/var/log/containers"); err == nil {
+		for _, ent := range ents {
+			p := filepath.Join("/var/log/containers", ent.Name())
+			if target, err := os.Readlink(p); err == nil && strings.HasPrefix(target, podLogs) {
+				if err := os.Remove(p); err != nil {
+					errs = append(errs, fmt.Errorf("kube: %w", err))
+				}
+			}
+		}
+	}
+	results := "/var/lib/cni/results"
+	if ents, err := os.ReadDir(results); err == nil {
+		for _, ent := range ents {
+			if strings.HasPrefix(ent.Name(), "csikit-"+n.id+"-") {
+				if err := os.Remove(filepath.Join(results, ent.Name())); err != nil {
+					errs = append(errs, fmt.Errorf("kube: %w", err))
+				}
+			}
+		}
+	}
+	return errs
 }
 
 // removeEmptyTree removes dir if it holds only empty directories (what

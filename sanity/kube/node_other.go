@@ -25,4 +25,7 @@ func (e *Env) stopNode() []error { return nil }
 // Linux documentation); without a kubelet it is never called by Start.
 func (e *Env) DeletePods(context.Context, time.Duration) error { return errNoNode }
 
+// Leftovers lists what the kubelet mode left on the host: nothing here.
+func (e *Env) Leftovers() []string { return nil }
+
 func mountsBelow(string) ([]string, error) { return nil, nil }
