@@ -148,7 +148,15 @@ func start(t testing.TB, opts Options) (*Env, error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := e.run(s, args, true); err != nil {
+		var env []string
+		if s == BinProvisioner && opts.Kubelet != nil {
+			// The scheduler checks CSIStorageCapacity for a driver with
+			// storageCapacity: true (examples/hostpath's CSIDriver), as in a
+			// real deployment. The objects go to NAMESPACE, without owner.
+			args = append(args, "--enable-capacity", "--capacity-ownerref-level=-1", "--capacity-poll-interval=5s")
+			env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + dir, "NAMESPACE=default"}
+		}
+		if _, err := e.runPath(s, filepath.Join(opts.BinDir, s), args, true, env); err != nil {
 			return nil, err
 		}
 	}

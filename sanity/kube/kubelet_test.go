@@ -380,6 +380,17 @@ func (h *h) podMounts(uid string) []string {
 	return out
 }
 
+// noPodMounts waits until no mount of the pod remains below kubelet's
+// pods directory: kubelet may finish TearDown just after the API object
+// is gone.
+func (h *h) noPodMounts(uid string) {
+	h.t.Helper()
+	kube.WaitFor(h.t, time.Minute, "the deleted pod's mounts removed", func(ctx context.Context) (bool, string, error) {
+		m := h.podMounts(uid)
+		return len(m) == 0, fmt.Sprintf("mounted: %v", m), nil
+	})
+}
+
 // TestKubelet runs examples/hostpath under a real kubelet, scheduler and
 // container runtime: real pods mount its volumes and read and write data.
 func TestKubelet(t *testing.T) {
@@ -419,9 +430,7 @@ func TestKubelet(t *testing.T) {
 			t.Fatalf("writer read back %q", got)
 		}
 		h.deletePod("kl-writer")
-		if m := h.podMounts(string(w.UID)); len(m) > 0 {
-			t.Errorf("mounts of the deleted writer remain: %v", m)
-		}
+		h.noPodMounts(string(w.UID))
 		h.createPod(h.podSpec("kl-reader", "cat /data/f > /dev/termination-log", pvcVolume("data", "kl-rwo")))
 		if got := h.succeeded("kl-reader"); got != "written-by-kl-writer\n" {
 			t.Fatalf("a new pod read %q, want what the deleted pod wrote", got)
@@ -530,14 +539,13 @@ func TestKubelet(t *testing.T) {
 			t.Fatalf("inline volume: read %q", got)
 		}
 		h.deletePod("kl-inline")
-		if m := h.podMounts(string(p.UID)); len(m) > 0 {
-			t.Errorf("mounts of the deleted pod remain: %v", m)
-		}
+		h.noPodMounts(string(p.UID))
 	})
 
 	fsClass := func(sc *storagev1.StorageClass) {
+		// external-provisioner reads the (deprecated) fsType key too, so the
+		// PV gets spec.csi.fsType and kubelet applies fsGroup.
 		sc.Parameters["fsType"] = "ext4"
-		sc.Parameters["csi.storage.k8s.io/fstype"] = "ext4"
 		yes := true
 		sc.AllowVolumeExpansion = &yes
 	}
