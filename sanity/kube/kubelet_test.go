@@ -567,13 +567,21 @@ func TestKubelet(t *testing.T) {
 
 	t.Run("expansion-seen-in-pod", func(t *testing.T) {
 		h := newH(t)
-		h.storageClass("kl-expand", fsClass)
-		h.pvc("kl-expand", "kl-expand", "32Mi", nil)
+		// xfs: online ext4 growth (resize2fs) is refused with "Permission
+		// denied to resize filesystem" in some sandboxes (CI's among them),
+		// while xfs_growfs works there.
+		h.storageClass("kl-expand", func(sc *storagev1.StorageClass) {
+			sc.Parameters["fsType"] = "xfs"
+			yes := true
+			sc.AllowVolumeExpansion = &yes
+		})
+		h.pvc("kl-expand", "kl-expand", "320Mi", nil)
 		h.bound("kl-expand")
-		// Ready only once the filesystem the pod sees holds > 48 MiB.
+		// Ready only once the filesystem the pod sees holds > 300000 KiB
+		// (320 MiB of xfs: 262144 KiB; 400 MiB: 344064 KiB).
 		p := h.podSpec("kl-expand", "while true; do sleep 1; done", pvcVolume("data", "kl-expand"))
 		p.Spec.Containers[0].ReadinessProbe = &corev1.Probe{PeriodSeconds: 1, ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{
-			Command: []string{"sh", "-c", "test $(df -k /data | awk 'NR==2{print $2}') -gt 49152"}}}}
+			Command: []string{"sh", "-c", "test $(df -k /data | awk 'NR==2{print $2}') -gt 300000"}}}}
 		h.createPod(p)
 		kube.WaitFor(t, kubeletWait, "kl-expand running, not ready", func(ctx context.Context) (bool, string, error) {
 			p, err := h.env.Client.CoreV1().Pods(ns).Get(ctx, "kl-expand", metav1.GetOptions{})
@@ -587,15 +595,15 @@ func TestKubelet(t *testing.T) {
 		if p := h.get("kl-expand"); p.Status.ContainerStatuses[0].Ready {
 			t.Fatal("the probe passed before the expansion: it cannot detect one")
 		}
-		h.patchPVCSize("kl-expand", "64Mi")
+		h.patchPVCSize("kl-expand", "400Mi")
 		h.ready("kl-expand")
-		kube.WaitFor(t, kubeletWait, "PVC capacity 64Mi", func(ctx context.Context) (bool, string, error) {
+		kube.WaitFor(t, kubeletWait, "PVC capacity 400Mi", func(ctx context.Context) (bool, string, error) {
 			c, err := h.env.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "kl-expand", metav1.GetOptions{})
 			if err != nil {
 				return false, "", err
 			}
 			q := c.Status.Capacity[corev1.ResourceStorage]
-			return q.Cmp(resource.MustParse("64Mi")) >= 0, fmt.Sprintf("capacity %s, conditions %v", q.String(), c.Status.Conditions), nil
+			return q.Cmp(resource.MustParse("400Mi")) >= 0, fmt.Sprintf("capacity %s, conditions %v", q.String(), c.Status.Conditions), nil
 		})
 		h.deletePod("kl-expand")
 	})
