@@ -617,7 +617,7 @@ func TestKubelet(t *testing.T) {
 		w := h.podSpec("kl-stamp", "i=0; while true; do i=$((i+1)); echo $i > /data/stamp; touch /tmp/ok; sleep 0.2; done", pvcVolume("data", "kl-restart"))
 		w.Spec.Containers[0].ReadinessProbe = &corev1.Probe{PeriodSeconds: 1,
 			ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-f", "/tmp/ok"}}}}
-		w = h.createPod(w)
+		h.createPod(w)
 		w = h.ready("kl-stamp")
 		before := h.podMounts(string(w.UID))
 		if len(before) == 0 {
