@@ -11,7 +11,8 @@
 //
 // The flags other tooling relies on: --endpoint, --nodeid, --state-dir,
 // --driver-name, --metrics-address, --max-volumes-per-node, --capacity,
-// --enable-attach, --enable-modify, --mutable-parameters, --log-level.
+// --enable-attach, --enable-modify, --mutable-parameters, --log-level,
+// --kubelet-registration-path, --kubelet-registration-dir.
 package main
 
 import (
@@ -59,7 +60,7 @@ func serverOptions(cfg *config, logger *slog.Logger) csikit.Options {
 // config is everything the flags set.
 type config struct {
 	endpoint, nodeID, stateDir, driverName, metricsAddr, logLevel, mutable string
-	kubeletRegistration                                                    string
+	kubeletRegistration, kubeletRegistrationDir                            string
 	maxVolumes, capacity                                                   int64
 	enableAttach, enableModify, printCSIDriver, showVersion                bool
 }
@@ -142,7 +143,8 @@ func run(args []string) error {
 		}))
 	}
 	if cfg.kubeletRegistration != "" {
-		kubelet, err := registration.New(registration.Options{DriverName: cfg.driverName, Endpoint: cfg.kubeletRegistration, Logger: logger})
+		kubelet, err := registration.New(registration.Options{DriverName: cfg.driverName, Endpoint: cfg.kubeletRegistration,
+			Dir: cfg.kubeletRegistrationDir, Logger: logger})
 		if err != nil {
 			return err
 		}
@@ -182,6 +184,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.BoolVar(&c.printCSIDriver, "print-csidriver", false, "print the CSIDriver object for these flags as YAML and exit")
 	fs.BoolVar(&c.showVersion, "version", false, "print the version and exit")
 	fs.StringVar(&c.kubeletRegistration, "kubelet-registration-path", "", "register with kubelet directly (no node-driver-registrar): the CSI socket's path on the host, e.g. /var/lib/kubelet/plugins/hostpath.csikit.dev/csi.sock")
+	fs.StringVar(&c.kubeletRegistrationDir, "kubelet-registration-dir", registration.DefaultDir, "kubelet's plugin registration directory (for a kubelet with a non-default --root-dir)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

@@ -24,12 +24,24 @@ const (
 	BinResizer            = "csi-resizer"
 	BinSnapshotter        = "csi-snapshotter"
 	BinSnapshotController = "snapshot-controller"
+	BinKubelet            = "kubelet"        // the kubelet mode (Options.Kubelet)
+	BinScheduler          = "kube-scheduler" // the kubelet mode (Options.Kubelet)
+)
+
+// Binary names of the container runtime module (RuntimeModuleDir), built by
+// EnsureRuntimeBinaries for the kubelet mode.
+const (
+	BinContainerd = "containerd"
+	BinShim       = "containerd-shim-runc-v2"
+	BinCtr        = "ctr"
 )
 
 func binaryNames() []string {
 	return []string{BinEtcd, BinAPIServer, BinControllerManager, BinProvisioner,
-		BinAttacher, BinResizer, BinSnapshotter, BinSnapshotController}
+		BinAttacher, BinResizer, BinSnapshotter, BinSnapshotController, BinKubelet, BinScheduler}
 }
+
+func runtimeBinaryNames() []string { return []string{BinContainerd, BinShim, BinCtr} }
 
 // ModuleDir returns the directory of this module's source (where its go.mod
 // and tool block are), from the location this file was compiled from.
@@ -75,6 +87,37 @@ func EnsureBinaries(ctx context.Context, o BuildOptions) (string, error) {
 		}
 		o.CacheDir = filepath.Join(c, "csikit-kube")
 	}
+	return ensureTools(ctx, o, binaryNames())
+}
+
+// EnsureRuntimeBinaries is EnsureBinaries for the container runtime of the
+// kubelet mode (containerd, its runc shim and ctr), from the tool block of
+// the separate module in <ModuleDir>/runtime, into
+// <CacheDir>/runtime/<hash>. BuildOptions.ModuleDir is the kube module's
+// directory, as for EnsureBinaries.
+func EnsureRuntimeBinaries(ctx context.Context, o BuildOptions) (string, error) {
+	if o.ModuleDir == "" {
+		d, err := ModuleDir()
+		if err != nil {
+			return "", err
+		}
+		o.ModuleDir = d
+	}
+	o.ModuleDir = filepath.Join(o.ModuleDir, "runtime")
+	if o.CacheDir == "" {
+		c, err := os.UserCacheDir()
+		if err != nil {
+			return "", fmt.Errorf("kube: no cache directory (set BuildOptions.CacheDir): %w", err)
+		}
+		o.CacheDir = filepath.Join(c, "csikit-kube")
+	}
+	o.CacheDir = filepath.Join(o.CacheDir, "runtime")
+	return ensureTools(ctx, o, runtimeBinaryNames())
+}
+
+// ensureTools builds the tool block of o.ModuleDir into
+// <o.CacheDir>/<hash>, unless names are all there already.
+func ensureTools(ctx context.Context, o BuildOptions, names []string) (string, error) {
 	h := sha256.New()
 	for _, f := range []string{"go.mod", "go.sum"} {
 		b, err := os.ReadFile(filepath.Join(o.ModuleDir, f))
@@ -84,7 +127,7 @@ func EnsureBinaries(ctx context.Context, o BuildOptions) (string, error) {
 		h.Write(b)
 	}
 	dir := filepath.Join(o.CacheDir, hex.EncodeToString(h.Sum(nil))[:16])
-	if missing := MissingBinaries(dir); len(missing) == 0 {
+	if missing := missingIn(dir, names); len(missing) == 0 {
 		return dir, nil
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -104,7 +147,7 @@ func EnsureBinaries(ctx context.Context, o BuildOptions) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("kube: go build %s: %w: %s", strings.Join(tools, " "), err, lastLines(out, 20))
 	}
-	if missing := MissingBinaries(dir); len(missing) > 0 {
+	if missing := missingIn(dir, names); len(missing) > 0 {
 		return "", fmt.Errorf("kube: go build left out %v in %s", missing, dir)
 	}
 	removeStale(o.CacheDir, filepath.Base(dir))
@@ -129,9 +172,15 @@ func removeStale(cacheDir, keep string) {
 }
 
 // MissingBinaries returns the names of the binaries Start needs that dir lacks.
-func MissingBinaries(dir string) []string {
+func MissingBinaries(dir string) []string { return missingIn(dir, binaryNames()) }
+
+// MissingRuntimeBinaries returns the names of the container runtime's
+// binaries (EnsureRuntimeBinaries) that dir lacks.
+func MissingRuntimeBinaries(dir string) []string { return missingIn(dir, runtimeBinaryNames()) }
+
+func missingIn(dir string, names []string) []string {
 	var missing []string
-	for _, n := range binaryNames() {
+	for _, n := range names {
 		if fi, err := os.Stat(filepath.Join(dir, n)); err != nil || fi.Mode()&0o111 == 0 {
 			missing = append(missing, n)
 		}

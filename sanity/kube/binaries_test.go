@@ -19,7 +19,8 @@ func TestEnsureBinariesBuildsToolBlockOnce(t *testing.T) {
 	}
 	mod := t.TempDir()
 	names := []string{kube.BinEtcd, kube.BinAPIServer, kube.BinControllerManager, kube.BinProvisioner,
-		kube.BinAttacher, kube.BinResizer, kube.BinSnapshotter, kube.BinSnapshotController}
+		kube.BinAttacher, kube.BinResizer, kube.BinSnapshotter, kube.BinSnapshotController,
+		kube.BinKubelet, kube.BinScheduler}
 	gomod := "module example.test/tools\n\ngo 1.26.0\n\ntool (\n"
 	for _, n := range names {
 		if err := os.MkdirAll(filepath.Join(mod, n), 0o755); err != nil {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -132,6 +133,19 @@ func controllerManagerArgs(dir, kubeconfig string, port int) []string {
 		"--disable-attach-detach-reconcile-sync=false",
 		"--v=2",
 	}
+}
+
+// kubeletModeArgs adapts the control plane to a real kubelet: the API
+// server reaches it by the Node's InternalIP (logs, exec), and the node
+// lifecycle controller removes the not-ready taint once it reports Ready.
+func kubeletModeArgs(api, kcm []string) ([]string, []string) {
+	api = append(api, "--kubelet-preferred-address-types=InternalIP")
+	for i, a := range kcm {
+		if strings.HasPrefix(a, "--controllers=") {
+			kcm[i] = a + ",node-lifecycle-controller"
+		}
+	}
+	return api, kcm
 }
 
 // waitReady polls the API server's /readyz until it answers 200 or ctx ends.

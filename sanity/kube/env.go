@@ -38,6 +38,7 @@ type Env struct {
 
 	mu    sync.Mutex
 	procs []*Process
+	node  *node // the kubelet mode (Options.Kubelet)
 }
 
 // Start starts etcd, kube-apiserver, kube-controller-manager,
@@ -103,7 +104,11 @@ func start(t testing.TB, opts Options) (*Env, error) {
 	if _, err := e.run(BinEtcd, etcdArgs(dir, etcdPort, peerPort), false); err != nil {
 		return nil, err
 	}
-	api, err := e.run(BinAPIServer, apiServerArgs(dir, apiPort, etcdPort), false)
+	apiArgs, kcmArgs := apiServerArgs(dir, apiPort, etcdPort), controllerManagerArgs(dir, e.Kubeconfig, kcmPort)
+	if opts.Kubelet != nil {
+		apiArgs, kcmArgs = kubeletModeArgs(apiArgs, kcmArgs)
+	}
+	api, err := e.run(BinAPIServer, apiArgs, false)
 	if err != nil {
 		return nil, err
 	}
@@ -124,13 +129,15 @@ func start(t testing.TB, opts Options) (*Env, error) {
 	if e.Snapshots, err = snapclient.NewForConfig(e.Config); err != nil {
 		return nil, fmt.Errorf("kube: %w", err)
 	}
-	if err := e.registerNode(ctx); err != nil {
-		return nil, err
+	if opts.Kubelet == nil {
+		if err := e.registerNode(ctx); err != nil {
+			return nil, err
+		}
 	}
 	if err := installCRDs(ctx, e.Config, opts.CRDDir); err != nil {
 		return nil, err
 	}
-	if _, err := e.run(BinControllerManager, controllerManagerArgs(dir, e.Kubeconfig, kcmPort), true); err != nil {
+	if _, err := e.run(BinControllerManager, kcmArgs, true); err != nil {
 		return nil, err
 	}
 	if _, err := e.run(BinSnapshotController, snapshotControllerArgs(e.Kubeconfig), true); err != nil {
@@ -141,7 +148,22 @@ func start(t testing.TB, opts Options) (*Env, error) {
 		if err != nil {
 			return nil, err
 		}
-		if _, err := e.run(s, args, true); err != nil {
+		var env []string
+		if s == BinProvisioner && opts.Kubelet != nil {
+			// The scheduler checks CSIStorageCapacity for a driver with
+			// storageCapacity: true (examples/hostpath's CSIDriver), as in a
+			// real deployment. The objects go to NAMESPACE, without owner.
+			args = append(args, "--enable-capacity", "--capacity-ownerref-level=-1", "--capacity-poll-interval=5s")
+			env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + dir, "NAMESPACE=default"}
+		}
+		if _, err := e.runPath(s, filepath.Join(opts.BinDir, s), args, true, env); err != nil {
+			return nil, err
+		}
+	}
+	if opts.Kubelet != nil {
+		// Not bounded by ctx: EnsureRuntimeBinaries may build, and the
+		// node has its own ReadyTimeout.
+		if err := e.startNode(t, context.Background()); err != nil {
 			return nil, err
 		}
 	}
@@ -152,8 +174,14 @@ func start(t testing.TB, opts Options) (*Env, error) {
 
 // run starts a binary of BinDir with the ExtraArgs for its name.
 func (e *Env) run(name string, args []string, restart bool) (*Process, error) {
+	return e.runPath(name, filepath.Join(e.Opts.BinDir, name), args, restart, nil)
+}
+
+// runPath starts the binary at path with the ExtraArgs for name and env
+// (nil: StartProcess's default).
+func (e *Env) runPath(name, path string, args []string, restart bool, env []string) (*Process, error) {
 	args = append(args, e.Opts.ExtraArgs[name]...)
-	p, err := StartProcess(ProcessOptions{Name: name, Path: filepath.Join(e.Opts.BinDir, name), Args: args,
+	p, err := StartProcess(ProcessOptions{Name: name, Path: path, Args: args, Env: env,
 		LogDir: e.Dir, Restart: restart, StopGrace: e.Opts.StopGrace})
 	if err != nil {
 		return nil, err
@@ -210,6 +238,19 @@ func (e *Env) registerNode(ctx context.Context) error {
 // controllers, the API server before etcd), logs the tails of their logs
 // when t failed, and removes Dir.
 func (e *Env) stop(t testing.TB) {
+	keepDir := false
+	if e.node != nil {
+		// Before the control plane: kubelet unpublishes volumes of deleted
+		// pods, and the node's host state goes by exact path.
+		for _, err := range e.stopNode() {
+			t.Error(err)
+		}
+		if mps, err := mountsBelow(e.Dir); err != nil || len(mps) > 0 {
+			// Never remove a tree with a volume still mounted in it.
+			t.Errorf("kube: keeping %s: mounts below it remain: %v %v", e.Dir, mps, err)
+			keepDir = true
+		}
+	}
 	e.mu.Lock()
 	procs := e.procs
 	e.procs = nil
@@ -239,8 +280,15 @@ func (e *Env) stop(t testing.TB) {
 	if t.Failed() {
 		for _, p := range procs {
 			b, _ := os.ReadFile(p.LogPath)
-			t.Logf("--- %s (started %d times), last lines of %s:\n%s", p.Name, p.Starts(), p.LogPath, lastLines(b, 25))
+			n := 25
+			if e.node != nil && (p.Name == BinKubelet || p.Name == BinContainerd) {
+				n = 80
+			}
+			t.Logf("--- %s (started %d times), last lines of %s:\n%s", p.Name, p.Starts(), p.LogPath, lastLines(b, n))
 		}
+	}
+	if keepDir {
+		return
 	}
 	if err := os.RemoveAll(e.Dir); err != nil {
 		t.Errorf("kube: remove %s: %v", e.Dir, err)

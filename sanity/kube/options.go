@@ -38,6 +38,10 @@ type Options struct {
 	Timeout time.Duration
 	// ExtraArgs adds flags per process name (e.g. "csi-provisioner").
 	ExtraArgs map[string][]string
+	// Kubelet, when set, turns on the kubelet mode: a real node (containerd,
+	// kubelet, kube-scheduler) instead of the fake Node, so pods run and the
+	// driver's node side is called by kubelet. See KubeletOptions.
+	Kubelet *KubeletOptions
 	// StopGrace is how long a process gets after SIGTERM before SIGKILL
 	// (default 3s; kube-apiserver ignores SIGTERM for longer).
 	StopGrace time.Duration

@@ -1,10 +1,12 @@
 // Command buildtools builds (or finds cached) the binaries of the kube
 // package's tool block and prints their directory; ci.sh runs it before the
-// tests so that a cold build is outside go test's timeout.
+// tests so that a cold build is outside go test's timeout. With -runtime it
+// also builds the container runtime of the kubelet mode (containerd).
 package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"time"
@@ -13,6 +15,8 @@ import (
 )
 
 func main() {
+	rt := flag.Bool("runtime", false, "also build containerd, its runc shim and ctr (the kubelet mode)")
+	flag.Parse()
 	start := time.Now()
 	dir, err := kube.EnsureBinaries(context.Background(), kube.BuildOptions{})
 	if err != nil {
@@ -20,4 +24,13 @@ func main() {
 		os.Exit(1)
 	}
 	fmt.Printf("%s (%s)\n", dir, time.Since(start).Round(time.Second))
+	if *rt {
+		start = time.Now()
+		dir, err := kube.EnsureRuntimeBinaries(context.Background(), kube.BuildOptions{})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Printf("%s (%s)\n", dir, time.Since(start).Round(time.Second))
+	}
 }

@@ -1,0 +1,90 @@
+package kube
+
+import (
+	"path/filepath"
+	"time"
+)
+
+// Images the kubelet mode imports into containerd before kubelet starts.
+const (
+	// PauseImage is the sandbox image: a static Go program (internal/pause).
+	PauseImage = "csikit.local/pause:1"
+	// BusyboxImage holds the host's static busybox (Debian's busybox-static)
+	// with one symlink per applet in /bin: the image for test workloads.
+	BusyboxImage = "csikit.local/busybox:1"
+)
+
+// KubeletOptions turn on the kubelet mode (Options.Kubelet): besides the
+// control plane, Start runs containerd (with runc and the CNI bridge
+// plugin), a real kubelet for Options.NodeName and kube-scheduler, so pods
+// run for real and the node side of the driver (NodeStage, NodePublish,
+// NodeExpand, plugin registration) is exercised by Kubernetes itself.
+//
+// The mode is Linux only and needs root, runc, the CNI plugins bridge and
+// host-local, and a static busybox (Debian: runc,
+// containernetworking-plugins, busybox-static). Everything it creates on
+// the host (directories, cgroups, network namespaces, a bridge, iptables
+// chains, mounts) is removed on Cleanup, by PID and by exact path. Run one
+// kubelet-mode environment per host at a time: kubelet's iptables chains
+// are host-wide.
+type KubeletOptions struct {
+	// RuntimeBinDir holds containerd, containerd-shim-runc-v2 and ctr.
+	// Empty: EnsureRuntimeBinaries builds containerd v2 from this module's
+	// runtime/ tool block into the user cache directory.
+	RuntimeBinDir string
+	// Runc is the runc binary (default: runc on PATH).
+	Runc string
+	// CNIBinDir holds the CNI plugins bridge and host-local (default
+	// /usr/lib/cni, Debian's containernetworking-plugins).
+	CNIBinDir string
+	// Busybox is a static busybox binary for BusyboxImage (default
+	// /bin/busybox, Debian's busybox-static).
+	Busybox string
+	// Images are more image tarballs (e.g. from WriteImage) to import
+	// before kubelet starts.
+	Images []string
+	// ReadyTimeout bounds containerd, kubelet and the Node becoming ready
+	// (default 3m: the first start on a loaded machine is slow).
+	ReadyTimeout time.Duration
+}
+
+func (k *KubeletOptions) defaults() {
+	if k.CNIBinDir == "" {
+		k.CNIBinDir = "/usr/lib/cni"
+	}
+	if k.Busybox == "" {
+		k.Busybox = "/bin/busybox"
+	}
+	if k.ReadyTimeout <= 0 {
+		k.ReadyTimeout = 3 * time.Minute
+	}
+}
+
+// KubeletDir is the kubelet's --root-dir in the kubelet mode (empty
+// otherwise): pods' volumes are published below <KubeletDir>/pods.
+func (e *Env) KubeletDir() string {
+	if e.node == nil {
+		return ""
+	}
+	return e.node.root
+}
+
+// RegistrationDir is the kubelet's plugin registration directory in the
+// kubelet mode (empty otherwise): a node plugin registers by creating
+// <RegistrationDir>/<driver>-reg.sock (e.g. examples/hostpath with
+// --kubelet-registration-dir).
+func (e *Env) RegistrationDir() string {
+	if e.node == nil {
+		return ""
+	}
+	return filepath.Join(e.node.root, "plugins_registry")
+}
+
+// ContainerdAddress is the socket of the kubelet mode's containerd (empty
+// otherwise), e.g. for `ctr --address`.
+func (e *Env) ContainerdAddress() string {
+	if e.node == nil {
+		return ""
+	}
+	return e.node.sock
+}

@@ -1,0 +1,890 @@
+package kube
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cri "k8s.io/cri-api/pkg/apis/runtime/v1"
+)
+
+// node is the kubelet mode's host side: what it started and what it
+// created, so that stop removes exactly that.
+type node struct {
+	opts    KubeletOptions
+	dir     string // <Env.Dir>/node
+	root    string // kubelet --root-dir
+	sock    string // containerd's gRPC socket
+	rtBin   string // containerd, shim, ctr
+	id      string // random suffix of the cgroup root, bridge and network
+	bridge  string
+	cgroups []string // cgroup root directories created, one per hierarchy
+	// host state before start, restored or removed by stop
+	createdDirs []string // host directories that did not exist (deepest last)
+	ipForward   string   // /proc/sys/net/ipv4/ip_forward before start
+	chains      []iptChain
+	containerd  *Process
+	kubelet     *Process
+	scheduler   *Process
+}
+
+// iptChain is an iptables chain kubelet creates: removed on stop unless it
+// existed before.
+type iptChain struct {
+	cmd, table, chain string
+	jumps             []string // built-in chains jumping to it
+}
+
+func kubeletChains() []iptChain {
+	var cs []iptChain
+	for _, cmd := range []string{"iptables", "ip6tables"} {
+		cs = append(cs,
+			iptChain{cmd: cmd, table: "filter", chain: "KUBE-FIREWALL", jumps: []string{"INPUT", "OUTPUT"}},
+			iptChain{cmd: cmd, table: "mangle", chain: "KUBE-KUBELET-CANARY"},
+			iptChain{cmd: cmd, table: "nat", chain: "KUBE-KUBELET-CANARY"},
+			iptChain{cmd: cmd, table: "filter", chain: "KUBE-KUBELET-CANARY"},
+			iptChain{cmd: cmd, table: "mangle", chain: "KUBE-IPTABLES-HINT"},
+		)
+	}
+	return cs
+}
+
+// nodePrereqs returns why the kubelet mode cannot run here, or nil.
+func nodePrereqs(k *KubeletOptions) error {
+	if os.Geteuid() != 0 {
+		return errors.New("kube: the kubelet mode needs root (mounts, cgroups, network namespaces)")
+	}
+	if k.Runc == "" {
+		p, err := exec.LookPath("runc")
+		if err != nil {
+			return errors.New("kube: the kubelet mode needs runc (Debian: apt-get install runc)")
+		}
+		k.Runc = p
+	}
+	for _, p := range []string{"bridge", "host-local", "loopback"} {
+		if _, err := os.Stat(filepath.Join(k.CNIBinDir, p)); err != nil {
+			return fmt.Errorf("kube: the kubelet mode needs the CNI plugin %s in %s (Debian: apt-get install containernetworking-plugins)", p, k.CNIBinDir)
+		}
+	}
+	if _, err := os.Stat(k.Busybox); err != nil {
+		return fmt.Errorf("kube: the kubelet mode needs a static busybox at %s (Debian: apt-get install busybox-static)", k.Busybox)
+	}
+	for _, c := range []string{"iptables", "ip"} {
+		if _, err := exec.LookPath(c); err != nil {
+			return fmt.Errorf("kube: the kubelet mode needs %s (Debian: apt-get install iptables iproute2)", c)
+		}
+	}
+	return nil
+}
+
+// NodePrereqs reports why the kubelet mode cannot run on this host (not
+// root, runc, CNI plugins, busybox or iptables missing), or nil: tests skip
+// on it.
+func NodePrereqs(k KubeletOptions) error {
+	k.defaults()
+	return nodePrereqs(&k)
+}
+
+func randomID() (string, error) {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("kube: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// startNode brings up containerd, kubelet and kube-scheduler and waits
+// for the Node to be Ready. e.node is set first, so that e.stop cleans up
+// whatever part was started.
+func (e *Env) startNode(t testing.TB, ctx context.Context) error {
+	k := *e.Opts.Kubelet
+	k.defaults()
+	if err := nodePrereqs(&k); err != nil {
+		return err
+	}
+	id, err := randomID()
+	if err != nil {
+		return err
+	}
+	n := &node{opts: k, dir: filepath.Join(e.Dir, "node"), id: id, bridge: "csikit" + id}
+	n.root = filepath.Join(n.dir, "kubelet")
+	n.sock = filepath.Join(n.dir, "containerd.sock")
+	e.node = n
+	if k.RuntimeBinDir == "" {
+		// A cold build takes minutes: not bounded by the start timeout.
+		d, err := EnsureRuntimeBinaries(context.Background(), BuildOptions{})
+		if err != nil {
+			return err
+		}
+		k.RuntimeBinDir = d
+		n.opts.RuntimeBinDir = d
+	} else if m := MissingRuntimeBinaries(k.RuntimeBinDir); len(m) > 0 {
+		return fmt.Errorf("kube: KubeletOptions.RuntimeBinDir %s lacks %v", k.RuntimeBinDir, m)
+	}
+	n.rtBin = k.RuntimeBinDir
+	for _, d := range []string{n.dir, n.root, filepath.Join(n.dir, "cni", "net.d"), filepath.Join(n.dir, "images"), filepath.Join(n.dir, "pod-logs")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("kube: %w", err)
+		}
+	}
+	// Host state kubelet or the CNI plugins change outside n.dir.
+	for _, d := range []string{"/var/log/containers", "/var/lib/cni"} {
+		if _, err := os.Lstat(d); errors.Is(err, os.ErrNotExist) {
+			n.createdDirs = append(n.createdDirs, d)
+		}
+	}
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_forward"); err == nil {
+		n.ipForward = strings.TrimSpace(string(b))
+	}
+	for _, c := range kubeletChains() {
+		if !chainExists(c) {
+			n.chains = append(n.chains, c)
+		}
+	}
+	t0 := time.Now()
+	images, err := n.buildImages(ctx)
+	if err != nil {
+		return err
+	}
+	t1 := time.Now()
+	subnet, err := freeSubnet()
+	if err != nil {
+		return err
+	}
+	if err := n.writeRuntimeConfig(subnet); err != nil {
+		return err
+	}
+	if n.containerd, err = e.runPath(BinContainerd, filepath.Join(n.rtBin, BinContainerd),
+		[]string{"--config=" + filepath.Join(n.dir, "containerd.toml")}, true,
+		[]string{"PATH=" + n.rtBin + ":/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + n.dir}); err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, k.ReadyTimeout)
+	defer cancel()
+	if err := Poll(rctx, k.ReadyTimeout, func(ctx context.Context) (bool, string, error) {
+		if !n.containerd.Running() {
+			return false, "containerd exited (log: " + n.containerd.LogPath + ")", nil
+		}
+		out, err := n.ctr(ctx, "version")
+		return err == nil, out, nil
+	}); err != nil {
+		return fmt.Errorf("kube: containerd not ready: %w", err)
+	}
+	for _, img := range append(images, k.Images...) {
+		if out, err := n.ctr(rctx, "--namespace=k8s.io", "images", "import", "--local", "--snapshotter=native", img); err != nil {
+			return fmt.Errorf("kube: import %s into containerd: %v: %s", img, err, out)
+		}
+	}
+	t2 := time.Now()
+	if err := n.makeCgroups(); err != nil {
+		return err
+	}
+	kport, err := freePort()
+	if err != nil {
+		return err
+	}
+	if err := n.writeKubeletConfig(kport); err != nil {
+		return err
+	}
+	labels := []string{}
+	for key, v := range e.Opts.NodeTopology {
+		labels = append(labels, key+"="+v)
+	}
+	slices.Sort(labels)
+	kargs := []string{
+		"--config=" + filepath.Join(n.dir, "kubelet.yaml"),
+		"--kubeconfig=" + e.Kubeconfig,
+		"--root-dir=" + n.root,
+		"--hostname-override=" + e.Opts.NodeName,
+		"--v=2",
+	}
+	if len(labels) > 0 {
+		kargs = append(kargs, "--node-labels="+strings.Join(labels, ","))
+	}
+	if n.kubelet, err = e.runPath(BinKubelet, filepath.Join(e.Opts.BinDir, BinKubelet), kargs, true, nil); err != nil {
+		return err
+	}
+	sport, err := freePort()
+	if err != nil {
+		return err
+	}
+	if n.scheduler, err = e.run(BinScheduler, []string{
+		"--kubeconfig=" + e.Kubeconfig,
+		"--authentication-kubeconfig=" + e.Kubeconfig,
+		"--authorization-kubeconfig=" + e.Kubeconfig,
+		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(sport),
+		"--leader-elect=false", "--v=2",
+	}, true); err != nil {
+		return err
+	}
+	if err := Poll(rctx, k.ReadyTimeout, func(ctx context.Context) (bool, string, error) {
+		nd, err := e.Client.CoreV1().Nodes().Get(ctx, e.Opts.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, "no Node yet", err
+		}
+		for _, c := range nd.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				ready := c.Status == corev1.ConditionTrue
+				for _, taint := range nd.Spec.Taints {
+					if taint.Effect == corev1.TaintEffectNoSchedule {
+						ready = false
+					}
+				}
+				return ready, fmt.Sprintf("Ready=%s (%s), taints %v", c.Status, c.Message, nd.Spec.Taints), nil
+			}
+		}
+		return false, "no Ready condition", nil
+	}); err != nil {
+		return fmt.Errorf("kube: Node %s not ready: %w", e.Opts.NodeName, err)
+	}
+	t.Logf("kube: kubelet mode: images built in %s, containerd ready and images imported in %s, Node ready in %s",
+		t1.Sub(t0).Round(time.Millisecond), t2.Sub(t1).Round(time.Millisecond), time.Since(t2).Round(time.Millisecond))
+	return nil
+}
+
+// ctr runs ctr against this node's containerd.
+func (n *node) ctr(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(n.rtBin, BinCtr), append([]string{"--address=" + n.sock}, args...)...)
+	out, err := cmd.CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+// buildImages writes the pause and busybox image tarballs and returns
+// their paths. pause is built static by the go command.
+func (n *node) buildImages(ctx context.Context) ([]string, error) {
+	mod, err := ModuleDir()
+	if err != nil {
+		return nil, err
+	}
+	imgDir := filepath.Join(n.dir, "images")
+	pause := filepath.Join(imgDir, "pause")
+	if err := BuildStatic(ctx, mod, "./internal/pause", pause); err != nil {
+		return nil, err
+	}
+	pauseTar := filepath.Join(imgDir, "pause.tar")
+	if err := WriteImage(pauseTar, PauseImage, ImageConfig{Entrypoint: []string{"/pause"}},
+		[]ImageFile{{Path: "/pause", Source: pause}}); err != nil {
+		return nil, err
+	}
+	out, err := exec.CommandContext(ctx, n.opts.Busybox, "--list").Output()
+	if err != nil {
+		return nil, fmt.Errorf("kube: %s --list: %w", n.opts.Busybox, err)
+	}
+	files, err := BusyboxFiles(n.opts.Busybox, strings.Fields(string(out)))
+	if err != nil {
+		return nil, err
+	}
+	bbTar := filepath.Join(imgDir, "busybox.tar")
+	if err := WriteImage(bbTar, BusyboxImage, ImageConfig{Cmd: []string{"sh"}}, files); err != nil {
+		return nil, err
+	}
+	return []string{pauseTar, bbTar}, nil
+}
+
+// BuildStatic builds the Go package pkg (relative to dir, e.g. "./cmd/x")
+// into out as a static binary (CGO_ENABLED=0), for an image layer.
+func BuildStatic(ctx context.Context, dir, pkg, out string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out, pkg)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("kube: go build %s: %w: %s", pkg, err, lastLines(b, 20))
+	}
+	return nil
+}
+
+// freeSubnet returns a 10.x.y.0/24 no route of this host covers.
+func freeSubnet() (string, error) {
+	out, err := exec.Command("ip", "-4", "route", "show", "table", "all").Output()
+	if err != nil {
+		return "", fmt.Errorf("kube: ip route: %w", err)
+	}
+	routes := string(out)
+	for i := 0; i < 64; i++ {
+		var b [1]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", fmt.Errorf("kube: %w", err)
+		}
+		prefix := fmt.Sprintf("10.%d.%d.", 200+int(b[0])%50, b[0])
+		if !strings.Contains(routes, prefix) && !strings.Contains(routes, "10.0.0.0/8") {
+			return prefix + "0/24", nil
+		}
+	}
+	return "", errors.New("kube: no free 10.x.y.0/24 for the pod network")
+}
+
+// writeRuntimeConfig writes containerd's config and the CNI network: a
+// bridge with host-local addresses, nothing NATed (pods need no outside
+// network). Every path containerd and runc use is below n.dir.
+func (n *node) writeRuntimeConfig(subnet string) error {
+	cni := fmt.Sprintf(`{
+  "cniVersion": "1.0.0",
+  "name": "csikit-%s",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": %q,
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "dataDir": %q}
+    },
+    {"type": "loopback"}
+  ]
+}
+`, n.id, n.bridge, subnet, filepath.Join(n.dir, "cni", "ipam"))
+	if err := os.WriteFile(filepath.Join(n.dir, "cni", "net.d", "10-csikit.conflist"), []byte(cni), 0o600); err != nil {
+		return fmt.Errorf("kube: %w", err)
+	}
+	q := strconv.Quote
+	cfg := `version = 3
+root = ` + q(filepath.Join(n.dir, "containerd", "root")) + `
+state = ` + q(filepath.Join(n.dir, "containerd", "state")) + `
+disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs", "io.containerd.nri.v1.nri"]
+
+[grpc]
+  address = ` + q(n.sock) + `
+
+[ttrpc]
+  address = ` + q(n.sock+".ttrpc") + `
+
+[plugins."io.containerd.shim.v1.manager"]
+  socket_dir = ` + q(filepath.Join(n.dir, "s")) + `
+
+[plugins."io.containerd.cri.v1.runtime"]
+  # The sandbox lacks CAP_SYS_RESOURCE: never lower a container's OOM score below containerd's.
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  disable_apparmor = true
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      snapshotter = "native"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        BinaryName = ` + q(n.opts.Runc) + `
+        Root = ` + q(filepath.Join(n.dir, "runc")) + `
+        SystemdCgroup = false
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = [` + q(n.opts.CNIBinDir) + `]
+    conf_dir = ` + q(filepath.Join(n.dir, "cni", "net.d")) + `
+
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "native"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = ` + q(PauseImage) + `
+
+[plugins."io.containerd.grpc.v1.cri"]
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+`
+	if err := os.WriteFile(filepath.Join(n.dir, "containerd.toml"), []byte(cfg), 0o600); err != nil {
+		return fmt.Errorf("kube: %w", err)
+	}
+	return nil
+}
+
+// writeKubeletConfig writes the KubeletConfiguration: cgroupfs below this
+// node's own cgroup root, cgroup v1 and swap tolerated, its API on
+// loopback with anonymous AlwaysAllow auth, no eviction or image GC (the
+// machine is shared), everything below n.dir.
+func (n *node) writeKubeletConfig(port int) error {
+	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: 127.0.0.1
+port: %d
+readOnlyPort: 0
+healthzPort: 0
+authentication:
+  anonymous: {enabled: true}
+  webhook: {enabled: false}
+authorization:
+  mode: AlwaysAllow
+cgroupDriver: cgroupfs
+cgroupRoot: %s
+failCgroupV1: false
+failSwapOn: false
+containerRuntimeEndpoint: unix://%s
+podLogsDir: %s
+volumePluginDir: %s
+registerNode: true
+serializeImagePulls: false
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
+evictionHard: {memory.available: "1Mi", nodefs.available: "1%%", imagefs.available: "1%%", nodefs.inodesFree: "1%%"}
+nodeStatusUpdateFrequency: 2s
+syncFrequency: 5s
+fileCheckFrequency: 5s
+`, port, "/"+n.cgroupName(), n.sock, filepath.Join(n.dir, "pod-logs"), filepath.Join(n.dir, "volume-plugins"))
+	if err := os.WriteFile(filepath.Join(n.dir, "kubelet.yaml"), []byte(cfg), 0o600); err != nil {
+		return fmt.Errorf("kube: %w", err)
+	}
+	return nil
+}
+
+func (n *node) cgroupName() string { return "csikit-kube-" + n.id }
+
+// cgroupHierarchies returns the mount points of the cgroup hierarchies
+// (each v1 controller, or the v2 unified tree).
+func cgroupHierarchies() ([]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("kube: %w", err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		i := slices.Index(fields, "-")
+		if i < 0 || i+1 >= len(fields) || len(fields) < 5 {
+			continue
+		}
+		if fs := fields[i+1]; fs == "cgroup" || fs == "cgroup2" {
+			out = append(out, unescapeMount(fields[4]))
+		}
+	}
+	return out, sc.Err()
+}
+
+// makeCgroups creates this node's cgroup root in every hierarchy: kubelet
+// creates kubepods below it, and stop removes the whole subtree.
+func (n *node) makeCgroups() error {
+	hs, err := cgroupHierarchies()
+	if err != nil {
+		return err
+	}
+	if len(hs) == 0 {
+		return errors.New("kube: no cgroup hierarchy mounted")
+	}
+	for _, h := range hs {
+		d := filepath.Join(h, n.cgroupName())
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return fmt.Errorf("kube: cgroup root: %w", err)
+		}
+		n.cgroups = append(n.cgroups, d)
+		if filepath.Base(h) == "cpuset" {
+			// A v1 cpuset cgroup starts empty; runc copies from the parent
+			// only for the cgroups it creates.
+			for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+				b, err := os.ReadFile(filepath.Join(h, f))
+				if err == nil {
+					err = os.WriteFile(filepath.Join(d, f), b, 0o644)
+				}
+				if err != nil {
+					return fmt.Errorf("kube: cgroup root: %w", err)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// chainExists reports whether an iptables chain exists.
+func chainExists(c iptChain) bool {
+	if _, err := exec.LookPath(c.cmd); err != nil {
+		return true // nothing to clean up with a missing tool
+	}
+	return exec.Command(c.cmd, "-w", "5", "-t", c.table, "-S", c.chain).Run() == nil
+}
+
+// stopNode tears the node down, collecting every failure: pods' sandboxes
+// (network namespaces, CNI) through CRI, kubelet, scheduler, containerd,
+// leftover shims of this containerd (by PID), mounts below Env.Dir,
+// cgroups, iptables chains kubelet created, the bridge, host directories
+// created, and ip_forward.
+func (e *Env) stopNode() []error {
+	n := e.node
+	var errs []error
+	if n.kubelet != nil && n.containerd != nil && n.containerd.Running() && e.Client != nil {
+		// Let kubelet unmount volumes (the driver may still run).
+		if err := e.DeletePods(context.Background(), 60*time.Second); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, p := range []*Process{n.scheduler, n.kubelet} {
+		if p != nil {
+			if err := p.Stop(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	if n.containerd != nil {
+		if n.containerd.Running() {
+			errs = append(errs, n.removeSandboxes()...)
+		}
+		if err := n.containerd.Stop(); err != nil {
+			errs = append(errs, err)
+		}
+		errs = append(errs, n.killShims()...)
+	}
+	errs = append(errs, unmountBelow(e.Dir)...)
+	errs = append(errs, n.removeCgroups()...)
+	for _, c := range n.chains {
+		if chainExists(c) {
+			for _, j := range c.jumps {
+				for exec.Command(c.cmd, "-w", "5", "-t", c.table, "-D", j, "-j", c.chain).Run() == nil {
+				}
+			}
+			for _, op := range []string{"-F", "-X"} {
+				if out, err := exec.Command(c.cmd, "-w", "5", "-t", c.table, op, c.chain).CombinedOutput(); err != nil {
+					errs = append(errs, fmt.Errorf("kube: %s -t %s %s %s: %v: %s", c.cmd, c.table, op, c.chain, err, out))
+				}
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join("/sys/class/net", n.bridge)); err == nil {
+		if out, err := exec.Command("ip", "link", "del", n.bridge).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("kube: ip link del %s: %v: %s", n.bridge, err, out))
+		}
+	}
+	errs = append(errs, n.removeHostLeftovers()...)
+	for i := len(n.createdDirs) - 1; i >= 0; i-- {
+		errs = append(errs, removeEmptyTree(n.createdDirs[i])...)
+	}
+	if n.ipForward != "" {
+		if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_forward"); err == nil && strings.TrimSpace(string(b)) != n.ipForward {
+			if err := os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte(n.ipForward), 0o644); err != nil {
+				errs = append(errs, fmt.Errorf("kube: restore ip_forward: %w", err))
+			}
+		}
+	}
+	return errs
+}
+
+// Leftovers lists what the kubelet mode created on the host and has not
+// removed: after Cleanup it must be empty. It reports the environment's
+// directory and mounts below it, this node's cgroups, bridge, shims and
+// the iptables chains it created.
+func (e *Env) Leftovers() []string {
+	var out []string
+	if _, err := os.Lstat(e.Dir); err == nil {
+		out = append(out, "directory "+e.Dir)
+	}
+	if mps, _ := mountsBelow(e.Dir); len(mps) > 0 {
+		out = append(out, fmt.Sprintf("mounts %v", mps))
+	}
+	n := e.node
+	if n == nil {
+		return out
+	}
+	for _, c := range n.cgroups {
+		if _, err := os.Stat(c); err == nil {
+			out = append(out, "cgroup "+c)
+		}
+	}
+	if _, err := os.Stat(filepath.Join("/sys/class/net", n.bridge)); err == nil {
+		out = append(out, "bridge "+n.bridge)
+	}
+	if pids := n.shimPIDs(); len(pids) > 0 {
+		out = append(out, fmt.Sprintf("shim PIDs %v", pids))
+	}
+	for _, c := range n.chains {
+		if chainExists(c) {
+			out = append(out, fmt.Sprintf("%s chain %s/%s", c.cmd, c.table, c.chain))
+		}
+	}
+	for _, d := range n.createdDirs {
+		if _, err := os.Lstat(d); err == nil {
+			out = append(out, "directory "+d)
+		}
+	}
+	return out
+}
+
+// DeletePods deletes every Pod in every namespace and waits (up to
+// timeout) until they are gone, which in the kubelet mode means kubelet
+// has stopped their containers and unpublished their volumes. Call it
+// while the driver still runs, e.g. in a Cleanup registered after the
+// driver's.
+func (e *Env) DeletePods(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	nss, err := e.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("kube: list namespaces: %w", err)
+	}
+	grace := int64(1)
+	for _, ns := range nss.Items {
+		if err := e.Client.CoreV1().Pods(ns.Name).DeleteCollection(ctx,
+			metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{}); err != nil {
+			return fmt.Errorf("kube: delete pods in %s: %w", ns.Name, err)
+		}
+	}
+	err = Poll(ctx, timeout, func(ctx context.Context) (bool, string, error) {
+		pods, err := e.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		var left []string
+		for _, p := range pods.Items {
+			left = append(left, p.Namespace+"/"+p.Name)
+		}
+		return len(left) == 0, fmt.Sprintf("pods left: %v", left), nil
+	})
+	if err != nil {
+		return fmt.Errorf("kube: pods not deleted: %w", err)
+	}
+	return nil
+}
+
+// removeSandboxes stops and removes every pod sandbox through CRI, which
+// tears down its containers, network namespace and CNI attachment.
+func (n *node) removeSandboxes() []error {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	conn, err := grpc.NewClient("unix://"+n.sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return []error{fmt.Errorf("kube: CRI: %w", err)}
+	}
+	defer conn.Close()
+	rs := cri.NewRuntimeServiceClient(conn)
+	resp, err := rs.ListPodSandbox(ctx, &cri.ListPodSandboxRequest{})
+	if err != nil {
+		return []error{fmt.Errorf("kube: CRI ListPodSandbox: %w", err)}
+	}
+	var errs []error
+	for _, sb := range resp.GetItems() {
+		if _, err := rs.StopPodSandbox(ctx, &cri.StopPodSandboxRequest{PodSandboxId: sb.GetId()}); err != nil {
+			errs = append(errs, fmt.Errorf("kube: CRI StopPodSandbox %s: %w", sb.GetId(), err))
+		}
+		if _, err := rs.RemovePodSandbox(ctx, &cri.RemovePodSandboxRequest{PodSandboxId: sb.GetId()}); err != nil {
+			errs = append(errs, fmt.Errorf("kube: CRI RemovePodSandbox %s: %w", sb.GetId(), err))
+		}
+	}
+	return errs
+}
+
+// killShims SIGKILLs shims still serving this containerd: the shims
+// daemonize, so they are found by PID in /proc, matched on the exact
+// address of this node's containerd in their command line.
+func (n *node) killShims() []error {
+	var errs []error
+	for _, pid := range n.shimPIDs() {
+		if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+			errs = append(errs, fmt.Errorf("kube: kill shim %d: %w", pid, err))
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(n.shimPIDs()) > 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if left := n.shimPIDs(); len(left) > 0 {
+		errs = append(errs, fmt.Errorf("kube: shims %v survived SIGKILL", left))
+	}
+	return errs
+}
+
+func (n *node) shimPIDs() []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	shim := filepath.Join(n.rtBin, BinShim)
+	var pids []int
+	for _, ent := range ents {
+		pid, err := strconv.Atoi(ent.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", ent.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+		if len(args) == 0 || args[0] != shim {
+			continue
+		}
+		if i := slices.Index(args, "-address"); i >= 0 && i+1 < len(args) && args[i+1] == n.sock {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// removeCgroups removes this node's cgroup subtrees, deepest first,
+// SIGKILLing any process still in them (only processes this node started
+// can be there).
+func (n *node) removeCgroups() []error {
+	var errs []error
+	for _, root := range n.cgroups {
+		var dirs []string
+		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			d := dirs[i]
+			var err error
+			for try := 0; try < 50; try++ {
+				if b, rerr := os.ReadFile(filepath.Join(d, "cgroup.procs")); rerr == nil {
+					for _, f := range strings.Fields(string(b)) {
+						if pid, perr := strconv.Atoi(f); perr == nil && pid > 1 {
+							_ = syscall.Kill(pid, syscall.SIGKILL)
+						}
+					}
+				}
+				if err = syscall.Rmdir(d); err == nil || errors.Is(err, syscall.ENOENT) {
+					err = nil
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("kube: remove cgroup %s: %w", d, err))
+			}
+		}
+	}
+	return errs
+}
+
+// unmountBelow unmounts every mount point below dir (deepest first), so
+// that removing dir never reaches into a mounted volume.
+func unmountBelow(dir string) []error {
+	var errs []error
+	for try := 0; try < 3; try++ {
+		mps, err := mountsBelow(dir)
+		if err != nil {
+			return []error{err}
+		}
+		if len(mps) == 0 {
+			return nil
+		}
+		errs = nil
+		for _, mp := range mps {
+			if err := syscall.Unmount(mp, 0); err != nil && !errors.Is(err, syscall.EINVAL) && !errors.Is(err, syscall.ENOENT) {
+				if err2 := syscall.Unmount(mp, syscall.MNT_DETACH); err2 != nil && !errors.Is(err2, syscall.EINVAL) {
+					errs = append(errs, fmt.Errorf("kube: unmount %s: %w", mp, err))
+				}
+			}
+		}
+	}
+	if mps, err := mountsBelow(dir); err == nil && len(mps) > 0 {
+		errs = append(errs, fmt.Errorf("kube: still mounted below %s: %v", dir, mps))
+	}
+	return errs
+}
+
+// mountsBelow lists mount points at or below dir, deepest first.
+func mountsBelow(dir string) ([]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, fmt.Errorf("kube: %w", err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		mp := unescapeMount(fields[4])
+		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+			out = append(out, mp)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("kube: mountinfo: %w", err)
+	}
+	// Deepest (and, for the same path, latest) first.
+	slices.Reverse(out)
+	slices.SortStableFunc(out, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
+	return out, nil
+}
+
+// unescapeMount decodes the octal escapes of a mountinfo path.
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// removeHostLeftovers removes what this node left in host directories
+// shared with others, by exact name: kubelet's symlinks in
+// /var/log/containers pointing into this node's pod logs, and libcni's
+// cached results of this node's network.
+func (n *node) removeHostLeftovers() []error {
+	var errs []error
+	podLogs := filepath.Join(n.dir, "pod-logs") + "/"
+	if ents, err := os.ReadDir("/var/log/containers"); err == nil {
+		for _, ent := range ents {
+			p := filepath.Join("/var/log/containers", ent.Name())
+			if target, err := os.Readlink(p); err == nil && strings.HasPrefix(target, podLogs) {
+				if err := os.Remove(p); err != nil {
+					errs = append(errs, fmt.Errorf("kube: %w", err))
+				}
+			}
+		}
+	}
+	results := "/var/lib/cni/results"
+	if ents, err := os.ReadDir(results); err == nil {
+		for _, ent := range ents {
+			if strings.HasPrefix(ent.Name(), "csikit-"+n.id+"-") {
+				if err := os.Remove(filepath.Join(results, ent.Name())); err != nil {
+					errs = append(errs, fmt.Errorf("kube: %w", err))
+				}
+			}
+		}
+	}
+	return errs
+}
+
+// removeEmptyTree removes dir if it holds only empty directories (what
+// kubelet or the CNI plugins left); a file in it is reported, not removed.
+func removeEmptyTree(dir string) []error {
+	var dirs []string
+	var files []string
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return nil
+		}
+		if d.IsDir() {
+			dirs = append(dirs, p)
+		} else {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if len(files) > 0 {
+		return []error{fmt.Errorf("kube: %s (created by this environment) still holds %v", dir, files)}
+	}
+	var errs []error
+	for i := len(dirs) - 1; i >= 0; i-- {
+		if err := os.Remove(dirs[i]); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("kube: %w", err))
+		}
+	}
+	return errs
+}
