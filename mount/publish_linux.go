@@ -117,6 +117,16 @@ func (m *Mounter) Publish(ctx context.Context, o PublishOptions) error {
 	if tst.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return errorf(codes.FailedPrecondition, nil, "target %s is not a directory", o.Target)
 	}
+	// The look-up above went by path; the path may have changed since (a
+	// parent swapped for a symlink and back). Decide on the descriptor the
+	// bind would use: if it is already a mount's root, never stack on it.
+	if root, known := fdIsMountRoot(tfd); known && root {
+		if tst.Dev != src.Dev || tst.Ino != src.Ino {
+			return errorf(codes.AlreadyExists, nil,
+				"target %s is already mounted from something other than %s", o.Target, o.Source)
+		}
+		return checkFlags(o.Target, msToST(flags), true)
+	}
 	if err := unix.Mount(fdPath(sfd), fdPath(tfd), "", unix.MS_BIND, ""); err != nil {
 		return errorf(codes.Internal, err, "bind %s onto %s", o.Source, o.Target)
 	}
@@ -203,4 +213,16 @@ func checkPublished(o PublishOptions, src *unix.Stat_t, want int64) error {
 			"target %s is already mounted from something other than %s", o.Target, o.Source)
 	}
 	return checkFlags(o.Target, want, true)
+}
+
+// fdIsMountRoot reports whether the directory open at fd is the root of a
+// mount (statx's STATX_ATTR_MOUNT_ROOT, Linux 5.8+); known is false where
+// the kernel cannot say.
+func fdIsMountRoot(fd int) (root, known bool) {
+	var stx unix.Statx_t
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH|unix.AT_SYMLINK_NOFOLLOW, unix.STATX_TYPE, &stx); err != nil ||
+		stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT == 0 {
+		return false, false
+	}
+	return stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0, true
 }
