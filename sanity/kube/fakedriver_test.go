@@ -121,6 +121,17 @@ func (d *fakeDriver) DeleteVolume(ctx context.Context, req *csi.DeleteVolumeRequ
 	return &csi.DeleteVolumeResponse{}, nil
 }
 
+// LookupVolume lets csikit answer ValidateVolumeCapabilities (required of
+// every controller) from the backend map.
+func (d *fakeDriver) LookupVolume(_ context.Context, id string) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.volumes[id] == nil {
+		return status.Errorf(codes.NotFound, "volume %q not found", id)
+	}
+	return nil
+}
+
 func (d *fakeDriver) ControllerPublishVolume(ctx context.Context, req *csi.ControllerPublishVolumeRequest) (*csi.ControllerPublishVolumeResponse, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
