@@ -2,49 +2,21 @@ package csikit_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/csikit/csikit/internal/testenv"
+
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 
 	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/idempotency"
 )
-
-// breakJournalWrites replaces the process's descriptor for path by a
-// read-only one: every later write to the file fails (EBADF), as on a
-// dying disk.
-func breakJournalWrites(t *testing.T, path string) {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ro, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ro.Close()
-	for _, e := range ents {
-		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && target == path {
-			if fd, _ := strconv.Atoi(e.Name()); fd != int(ro.Fd()) {
-				if err := unix.Dup3(int(ro.Fd()), fd, unix.O_CLOEXEC); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-		}
-	}
-	t.Fatalf("no open descriptor for %s", path)
-}
 
 // TestProbeAndMetricReportAPoisonedJournal: once the journal file fails a
 // write, Probe answers FAILED_PRECONDITION (the spec's "plugin not
@@ -87,7 +59,7 @@ func TestProbeAndMetricReportAPoisonedJournal(t *testing.T) {
 		t.Fatalf("csikit_journal_healthy = %v on a healthy journal", v)
 	}
 
-	breakJournalWrites(t, path)
+	testenv.BreakWrites(t, path)
 	if _, err := s.controller().CreateVolume(ctx, newCreate("pvc-2")); err == nil {
 		t.Fatal("CreateVolume succeeded although the journal cannot write")
 	}

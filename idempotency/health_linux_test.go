@@ -2,48 +2,18 @@ package idempotency_test
 
 import (
 	"context"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/csikit/csikit/internal/testenv"
+
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/idempotency"
 )
-
-// breakWrites makes every later write to the open file at path fail, as a
-// dying disk would: the process's descriptor for it is replaced by a
-// read-only one (writes then fail with EBADF).
-func breakWrites(t *testing.T, path string) {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ro, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ro.Close()
-	for _, e := range ents {
-		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && target == path {
-			fd, _ := strconv.Atoi(e.Name())
-			if fd == int(ro.Fd()) {
-				continue
-			}
-			if err := unix.Dup3(int(ro.Fd()), fd, unix.O_CLOEXEC); err != nil {
-				t.Fatal(err)
-			}
-			return
-		}
-	}
-	t.Fatalf("no open descriptor for %s", path)
-}
 
 // TestFileJournalErrReportsPoisonAndRecovery: after a failed write the
 // journal says so (FailedPrecondition) and refuses writes; a later write
@@ -62,7 +32,7 @@ func TestFileJournalErrReportsPoisonAndRecovery(t *testing.T) {
 	if err := kv.Put(ctx, "k", []byte("v1")); err != nil {
 		t.Fatal(err)
 	}
-	breakWrites(t, path)
+	testenv.BreakWrites(t, path)
 	if err := kv.Put(ctx, "k", []byte("v2")); err == nil {
 		t.Fatal("write through a broken descriptor succeeded")
 	}

@@ -24,7 +24,7 @@ func TestEndpoint(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(sockDir) })
 	sock := filepath.Join(sockDir, "csi.sock")
-	log := newSyncLog()
+	log := &sanity.LogBuffer{}
 
 	var stop func()
 	start := func() {

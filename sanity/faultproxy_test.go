@@ -82,7 +82,7 @@ func (rawCodec) Name() string { return "proto" }
 // proxyTarget serves the reference driver through csikit on one socket
 // and, on another, a proxy that forwards every unary call to it unless
 // fault handles it. It returns the proxy's endpoint.
-func proxyTarget(t *testing.T, fault string, log *syncLog) sanity.Target {
+func proxyTarget(t *testing.T, fault string, log *sanity.LogBuffer) sanity.Target {
 	dir, err := os.MkdirTemp("", "sanity-proxy") // short: socket paths are limited
 	if err != nil {
 		t.Fatal(err)

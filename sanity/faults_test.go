@@ -91,7 +91,7 @@ func TestFaultHelper(t *testing.T) {
 	if fault == "hang" {
 		cfg.CallTimeout = time.Second
 	}
-	log := newSyncLog()
+	log := &sanity.LogBuffer{}
 	cfg.Log = log.Bytes
 	if _, ok := proxyFaults[fault]; ok {
 		cfg.AccessType, cfg.Areas = sanity.MountAccess, sanity.Controller|sanity.Snapshots|sanity.Node|sanity.SecretLogs

@@ -14,30 +14,9 @@ import (
 	"github.com/csikit/csikit/sanity"
 )
 
-// syncLog is a goroutine-safe log buffer.
-type syncLog struct{ ch chan []byte }
-
-func newSyncLog() *syncLog {
-	l := &syncLog{ch: make(chan []byte, 1)}
-	l.ch <- nil
-	return l
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	b := <-l.ch
-	l.ch <- append(b, p...)
-	return len(p), nil
-}
-
-func (l *syncLog) Bytes() ([]byte, error) {
-	b := <-l.ch
-	l.ch <- b
-	return append([]byte(nil), b...), nil
-}
-
 // refTarget serves a refDriver with fault on a state directory that
 // survives restarts, logging to log.
-func refTarget(t *testing.T, fault string, log *syncLog) sanity.Target {
+func refTarget(t *testing.T, fault string, log *sanity.LogBuffer) sanity.Target {
 	dir := t.TempDir()
 	var out io.Writer = log
 	if fault == "silent_log" {
@@ -63,7 +42,7 @@ func needRoot(t *testing.T) {
 // which must pass every case it does not skip.
 func TestReference(t *testing.T) {
 	needRoot(t)
-	log := newSyncLog()
+	log := &sanity.LogBuffer{}
 	start := time.Now()
 	sanity.Run(t, refTarget(t, "", log), sanity.Config{Log: log.Bytes, AccessType: sanity.BothAccess})
 	t.Logf("harness against the reference driver took %v", time.Since(start))
@@ -73,7 +52,7 @@ func TestReference(t *testing.T) {
 // the Probe cases skipped through Config.Skip: the test fails unless the
 // skip takes effect.
 func TestSkip(t *testing.T) {
-	log := newSyncLog()
+	log := &sanity.LogBuffer{}
 	sanity.Run(t, refTarget(t, "hang", log), sanity.Config{
 		Areas:       sanity.Identity,
 		CallTimeout: time.Second,
@@ -84,7 +63,7 @@ func TestSkip(t *testing.T) {
 // TestSecretLogsSkip: a driver that logs nothing fails SecretLogs (see
 // the silent_log fault) unless Config.Skip lists the case with a reason.
 func TestSecretLogsSkip(t *testing.T) {
-	log := newSyncLog()
+	log := &sanity.LogBuffer{}
 	sanity.Run(t, refTarget(t, "silent_log", log), sanity.Config{
 		Areas: sanity.Identity | sanity.SecretLogs,
 		Log:   log.Bytes,

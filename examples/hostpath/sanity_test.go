@@ -4,7 +4,6 @@ package main_test
 
 import (
 	"context"
-	"github.com/csikit/csikit/internal/testenv"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -13,31 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/csikit/csikit/internal/testenv"
+
 	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/examples/hostpath/driver"
 	"github.com/csikit/csikit/sanity"
 )
-
-// syncLog collects the driver's log for the harness's secret check.
-type syncLog struct{ ch chan []byte }
-
-func newSyncLog() *syncLog {
-	l := &syncLog{ch: make(chan []byte, 1)}
-	l.ch <- nil
-	return l
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	b := <-l.ch
-	l.ch <- append(b, p...)
-	return len(p), nil
-}
-
-func (l *syncLog) Bytes() ([]byte, error) {
-	b := <-l.ch
-	l.ch <- b
-	return append([]byte(nil), b...), nil
-}
 
 // hasCapSysResource reports whether the process has CAP_SYS_RESOURCE in
 // its effective set (bit 24 of CapEff in /proc/self/status).
@@ -71,7 +51,7 @@ func TestSanity(t *testing.T) {
 		}
 	}
 	state := t.TempDir()
-	log := newSyncLog()
+	log := &sanity.LogBuffer{}
 	logger := slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	const nodeID = "sanity-node"
 	target := sanity.Restartable(func() (any, csikit.Options, error) {

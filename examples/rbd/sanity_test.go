@@ -17,27 +17,6 @@ import (
 	"github.com/csikit/csikit/sanity"
 )
 
-// syncLog collects the driver's log for the harness's secret check.
-type syncLog struct{ ch chan []byte }
-
-func newSyncLog() *syncLog {
-	l := &syncLog{ch: make(chan []byte, 1)}
-	l.ch <- nil
-	return l
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	b := <-l.ch
-	l.ch <- append(b, p...)
-	return len(p), nil
-}
-
-func (l *syncLog) Bytes() ([]byte, error) {
-	b := <-l.ch
-	l.ch <- b
-	return append([]byte(nil), b...), nil
-}
-
 // requireNode skips without root and the node tools the rbd-fuse mapper
 // and the file systems need.
 func requireNode(t *testing.T) {
@@ -57,7 +36,7 @@ func TestSanity(t *testing.T) {
 	c := cephtest.Require(t)
 	requireNode(t)
 	state := t.TempDir()
-	log := newSyncLog()
+	log := &sanity.LogBuffer{}
 	logger := slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	target := sanity.Restartable(func() (any, csikit.Options, error) {
 		d, err := driver.New(driver.Options{

@@ -3,13 +3,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -24,25 +22,12 @@ import (
 	"github.com/csikit/csikit/sanity"
 )
 
-// syncBuf collects the driver's log for the harness's secret check.
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) Bytes() ([]byte, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return bytes.Clone(s.b.Bytes()), nil
-}
-
 // TestSanity runs csikit's harness against the driver, restarted on its
 // state directory for the Restart area. Volumes are real tmpfs mounts.
 func TestSanity(t *testing.T) {
 	testenv.RequireRoot(t, "the driver mounts tmpfs volumes")
 	state := t.TempDir()
-	log := &syncBuf{}
+	log := &sanity.LogBuffer{}
 	logger := slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	var j interface{ Close() error }
 	t.Cleanup(func() {

@@ -6,8 +6,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // Run runs a command and fails tb with its output if it fails; it returns
@@ -89,4 +92,33 @@ func Unmount(tb testing.TB, path string) {
 	if out, err := exec.Command("umount", path).CombinedOutput(); err != nil {
 		tb.Errorf("umount %s: %v: %s", path, err, out)
 	}
+}
+
+// BreakWrites makes every later write to the open file at path fail, as a
+// dying disk would: the process's descriptor for it is replaced by a
+// read-only one (writes then fail with EBADF).
+func BreakWrites(t testing.TB, path string) {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ro, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.Close()
+	for _, e := range ents {
+		if target, err := os.Readlink("/proc/self/fd/" + e.Name()); err == nil && target == path {
+			fd, _ := strconv.Atoi(e.Name())
+			if fd == int(ro.Fd()) {
+				continue
+			}
+			if err := unix.Dup3(int(ro.Fd()), fd, unix.O_CLOEXEC); err != nil {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+	t.Fatalf("no open descriptor for %s", path)
 }

@@ -533,34 +533,52 @@ func (d *Driver) reap(io *rados.IOContext, name string) {
 	}
 }
 
-// ControllerExpandVolume grows the image.
-func (d *Driver) ControllerExpandVolume(ctx context.Context, r *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
-	id, ok := parseVolumeID(r.GetVolumeId())
+// openVolume opens the image of the volume volumeID names with the
+// credentials in secrets; an ID of the wrong form, a missing pool or a
+// missing image is NotFound. The returned func closes the image and the
+// I/O context.
+func (d *Driver) openVolume(ctx context.Context, volumeID string, secrets map[string]string, readOnly bool) (*rbd.Image, func(), error) {
+	notFound := status.Errorf(codes.NotFound, "volume %q does not exist", volumeID)
+	id, ok := parseVolumeID(volumeID)
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "volume %q does not exist", r.GetVolumeId())
+		return nil, nil, notFound
 	}
-	creds, err := CredentialsFromSecrets(r.GetSecrets())
+	creds, err := CredentialsFromSecrets(secrets)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	ctx, cancel := d.opCtx(ctx)
-	defer cancel()
 	io, _, done, err := d.volumeIO(ctx, creds, id.pool)
 	if status.Code(err) == codes.NotFound {
-		return nil, status.Errorf(codes.NotFound, "volume %q does not exist", r.GetVolumeId())
+		return nil, nil, notFound
 	}
+	if err != nil {
+		return nil, nil, err
+	}
+	open := rbd.OpenImage
+	if readOnly {
+		open = rbd.OpenImageReadOnly
+	}
+	img, err := open(io, id.image(), rbd.NoSnapshot)
+	if errors.Is(err, rbd.ErrNotFound) || cephErrno(err) == 2 {
+		done()
+		return nil, nil, notFound
+	}
+	if err != nil {
+		done()
+		return nil, nil, backendError(err, "open image")
+	}
+	return img, func() { _ = img.Close(); done() }, nil
+}
+
+// ControllerExpandVolume grows the image.
+func (d *Driver) ControllerExpandVolume(ctx context.Context, r *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
+	ctx, cancel := d.opCtx(ctx)
+	defer cancel()
+	img, closeImg, err := d.openVolume(ctx, r.GetVolumeId(), r.GetSecrets(), false)
 	if err != nil {
 		return nil, err
 	}
-	defer done()
-	img, err := rbd.OpenImage(io, id.image(), rbd.NoSnapshot)
-	if errors.Is(err, rbd.ErrNotFound) {
-		return nil, status.Errorf(codes.NotFound, "volume %q does not exist", r.GetVolumeId())
-	}
-	if err != nil {
-		return nil, backendError(err, "open image")
-	}
-	defer img.Close()
+	defer closeImg()
 	cur, err := img.GetSize()
 	if err != nil {
 		return nil, backendError(err, "image size")

@@ -169,32 +169,13 @@ func (d *Driver) GetCapacity(ctx context.Context, r *csi.GetCapacityRequest) (*c
 
 // ValidateVolumeCapabilities confirms capabilities of an existing volume.
 func (d *Driver) ValidateVolumeCapabilities(ctx context.Context, r *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
-	id, ok := parseVolumeID(r.GetVolumeId())
-	if !ok {
-		return nil, status.Errorf(codes.NotFound, "volume %q does not exist", r.GetVolumeId())
-	}
-	creds, err := CredentialsFromSecrets(r.GetSecrets())
-	if err != nil {
-		return nil, err
-	}
 	ctx, cancel := d.opCtx(ctx)
 	defer cancel()
-	io, _, done, err := d.volumeIO(ctx, creds, id.pool)
-	if status.Code(err) == codes.NotFound {
-		return nil, status.Errorf(codes.NotFound, "volume %q does not exist", r.GetVolumeId())
-	}
+	_, closeImg, err := d.openVolume(ctx, r.GetVolumeId(), r.GetSecrets(), true)
 	if err != nil {
 		return nil, err
 	}
-	defer done()
-	img, err := rbd.OpenImageReadOnly(io, id.image(), rbd.NoSnapshot)
-	if err != nil {
-		if cephErrno(err) == 2 {
-			return nil, status.Errorf(codes.NotFound, "volume %q does not exist", r.GetVolumeId())
-		}
-		return nil, backendError(err, "open image")
-	}
-	_ = img.Close()
+	closeImg()
 	if err := checkCaps(r.GetVolumeCapabilities()); err != nil {
 		return &csi.ValidateVolumeCapabilitiesResponse{Message: status.Convert(err).Message()}, nil
 	}
