@@ -50,12 +50,13 @@ func copyTree(ctx context.Context, src, dst string, opts CopyOptions) (CopyStats
 		return CopyStats{}, sysError("open", src, err)
 	}
 	defer unix.Close(sfd)
-	mounts, err := mountsBelow(src)
+	scan := newWalker(ctx)
+	mnt, _, err := scan.mountBelow(sfd, src)
+	scan.release()
 	if err != nil {
-		return CopyStats{}, sysError("list mounts below", src, err)
-	}
-	if len(mounts) > 0 {
-		return CopyStats{}, mountError("copy "+src, mounts[0])
+		return CopyStats{}, sysError("look for mounts below", src, err)
+	} else if mnt != "" {
+		return CopyStats{}, mountError("copy "+src, mnt)
 	}
 
 	// A dst that does not exist yet is built under a hidden sibling name and
@@ -94,6 +95,7 @@ func copyTree(ctx context.Context, src, dst string, opts CopyOptions) (CopyStats
 		return CopyStats{}, sysError("stat", dst, err)
 	}
 	c := &copier{walker: newWalker(ctx), opts: opts, left: opts.MaxBytes, dstDev: dst0.Dev, dstIno: dst0.Ino}
+	defer c.release()
 	if c.left == 0 {
 		c.left = math.MaxInt64
 	}
@@ -139,6 +141,7 @@ func copyTree(ctx context.Context, src, dst string, opts CopyOptions) (CopyStats
 	// Undo: remove what was made, with a context of its own so a cancelled
 	// copy still cleans up.
 	clean := newWalker(context.WithoutCancel(ctx))
+	defer clean.release()
 	cerr := clean.removeContents(dfd, work)
 	unix.Close(dfd)
 	if cerr == nil && created {

@@ -47,13 +47,6 @@ func remove(ctx context.Context, dir string, opts RemoveOptions) error {
 		}
 		return nil
 	}
-	mounts, err := mountsBelow(dir)
-	if err != nil && !isNotExist(err) {
-		return sysError("list mounts below", dir, err)
-	}
-	if len(mounts) > 0 {
-		return mountError("remove "+dir, mounts[0])
-	}
 	fd, err := openRoot(dir)
 	if err != nil {
 		if isNotExist(err) {
@@ -71,7 +64,20 @@ func remove(ctx context.Context, dir string, opts RemoveOptions) error {
 		return codederr.Errorf(codes.Aborted, nil, "remove %s: it was replaced while being removed; retry", dir)
 	}
 	w := newWalker(ctx)
-	err = w.removeContents(fd, dir)
+	defer w.release()
+	// Find any mount below before removing anything, so the common refusal
+	// leaves the tree whole; the removal walk refuses mounts on its own too.
+	mnt, empty, err := w.mountBelow(fd, dir)
+	if err != nil || mnt != "" {
+		unix.Close(fd)
+		if err != nil {
+			return sysError("look for mounts below", dir, err)
+		}
+		return mountError("remove "+dir, mnt)
+	}
+	if !empty { // an empty directory goes straight to rmdir, which says if it filled up meanwhile
+		err = w.removeContents(fd, dir)
+	}
 	unix.Close(fd)
 	if err != nil || opts.KeepRoot {
 		return err

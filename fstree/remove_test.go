@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/fstree"
+	"github.com/csikit/csikit/internal/testenv"
 )
 
 func TestRemoveTree(t *testing.T) {
@@ -99,6 +100,46 @@ func TestRemoveRefusesMounts(t *testing.T) {
 	err = fstree.Remove(ctx, mnt, fstree.RemoveOptions{})
 	wantCode(t, err, codes.FailedPrecondition)
 	wantContent(t, filepath.Join(mnt, "pod-data"), "precious")
+}
+
+// TestRemoveRefusesBindMounts covers the mounts a device number does not
+// give away: a host file bind-mounted onto a file of the tree and a
+// directory of the same filesystem bind-mounted into it. Both are found
+// before anything is removed, and the host's data survives.
+func TestRemoveRefusesBindMounts(t *testing.T) {
+	testenv.RequireRoot(t, "bind-mounts")
+	ctx := context.Background()
+	d := t.TempDir()
+	host := filepath.Join(d, "host")
+	write(t, filepath.Join(host, "secret"), "host key", 0o600)
+	for _, tc := range []struct{ name, target, source string }{
+		{"file", "z/deep/token", filepath.Join(host, "secret")},
+		{"dir", "z/deep/dir", host},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			vol := filepath.Join(d, "vol-"+tc.name)
+			write(t, filepath.Join(vol, "a-first"), "x", 0o644)
+			target := filepath.Join(vol, tc.target)
+			if tc.name == "file" {
+				write(t, target, "", 0o644)
+			} else if err := os.MkdirAll(target, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.Mount(tc.source, target, "", unix.MS_BIND, ""); err != nil {
+				t.Fatalf("bind %s at %s: %v", tc.source, target, err)
+			}
+			t.Cleanup(func() {
+				if err := unix.Unmount(target, unix.MNT_DETACH); err != nil {
+					t.Errorf("unmount %s: %v", target, err)
+				}
+			})
+			err := fstree.Remove(ctx, vol, fstree.RemoveOptions{})
+			wantCode(t, err, codes.FailedPrecondition)
+			mustContain(t, err, target)
+			wantContent(t, filepath.Join(vol, "a-first"), "x")
+			wantContent(t, filepath.Join(host, "secret"), "host key")
+		})
+	}
 }
 
 // TestRemoveSymlinkSwapRace swaps a directory of the tree for a symlink

@@ -34,6 +34,7 @@ func usage(ctx context.Context, dir string) (UsageStats, error) {
 		return UsageStats{}, sysError("stat", dir, err)
 	}
 	u := &usageWalk{walker: newWalker(ctx), seen: map[inode]bool{}}
+	defer u.release()
 	u.add(&st)
 	if err := u.dir(fd, dir); err != nil {
 		return UsageStats{}, err
