@@ -17,6 +17,8 @@ type callWritesKey struct{}
 // callWrites collects the KV writes a driver deferred (KV.DeferPut,
 // KV.DeferDelete) during one journaled call, in call order.
 type callWrites struct {
+	// req is the call's request, for Request.
+	req  any
 	mu   sync.Mutex
 	ops  []deferredOp
 	size int // opSize of ops, at most MaxDeferred
@@ -37,9 +39,33 @@ func (op deferredOp) size() int { return 16 + len(op.bucket) + len(op.key) + len
 // kvName names the op's KV space, for errors.
 func (op deferredOp) kvName() string { return (&KV{bucket: op.bucket}).String() }
 
-func withCallWrites(ctx context.Context) (context.Context, *callWrites) {
-	cw := &callWrites{}
+func withCallWrites(ctx context.Context, req any) (context.Context, *callWrites) {
+	cw := &callWrites{req: req}
 	return context.WithValue(ctx, callWritesKey{}, cw), cw
+}
+
+// Request returns the request of the create or delete call that the
+// Journal method running in ctx serves. Interceptor gives every Journal
+// method it calls a context that carries the request, so a journal that
+// depends on the request, such as one kept in the storage pool a
+// CreateVolume's parameters name and opened with the credentials in its
+// secrets, needs nothing beyond the Journal interface. The driver's
+// handler sees it too. Journal calls made outside a request, by Sweep or
+// a driver's own start-up, have none.
+func Request(ctx context.Context) (any, bool) {
+	if cw := callWritesFrom(ctx); cw != nil && cw.req != nil {
+		return cw.req, true
+	}
+	req := ctx.Value(requestKey{})
+	return req, req != nil
+}
+
+type requestKey struct{}
+
+// ContextWithRequest returns ctx carrying req as Request; for testing a
+// Journal without the interceptor.
+func ContextWithRequest(ctx context.Context, req any) context.Context {
+	return context.WithValue(ctx, requestKey{}, req)
 }
 
 func callWritesFrom(ctx context.Context) *callWrites {

@@ -62,7 +62,9 @@
 // answers Probe FailedPrecondition) and recovers on a later write or a
 // reopen; the size limits are MaxKVValue, MaxDeferred and MaxKeyLen.
 // Distributed drivers implement Journal on their backend (for example Ceph
-// omap).
+// omap); Request(ctx) gives every Journal method the request it serves, so
+// such a journal can live in the pool the request names and open it with
+// the request's secrets.
 //
 // Sweep releases the reservations of creates the CO stopped retrying,
 // after the driver's Clean removed what they left behind.

@@ -240,3 +240,28 @@ func ExampleSweep() {
 	// removing vol-1
 	// 1 <nil>
 }
+
+// A journal kept in the storage pool each CreateVolume names, as a
+// networked backend keeps it: Request gives the journal the call's
+// parameters, and its secrets to open the pool with.
+func ExampleRequest() {
+	pools := map[string]idempotency.Journal{
+		"fast": idempotency.NewMemoryJournal(),
+		"slow": idempotency.NewMemoryJournal(),
+	}
+	journalFor := func(ctx context.Context) (idempotency.Journal, bool) {
+		req, _ := idempotency.Request(ctx)
+		r, ok := req.(*csi.CreateVolumeRequest)
+		if !ok {
+			return nil, false
+		}
+		j, ok := pools[r.GetParameters()["pool"]]
+		return j, ok
+	}
+	// The interceptor does this for every Journal call it makes.
+	ctx := idempotency.ContextWithRequest(context.Background(),
+		&csi.CreateVolumeRequest{Name: "pvc-1", Parameters: map[string]string{"pool": "fast"}})
+	j, ok := journalFor(ctx)
+	fmt.Println(ok, j == pools["fast"])
+	// Output: true true
+}

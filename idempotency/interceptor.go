@@ -93,8 +93,9 @@ func (i *Interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 	}
 	// The driver's deferred KV writes (KV.DeferPut) are collected here;
 	// the journal's Commit or Release takes them into its own transaction,
-	// and whatever is left is made durable before the answer goes out.
-	ctx, cw := withCallWrites(ctx)
+	// and whatever is left is made durable before the answer goes out. The
+	// same context value carries the request, for Request.
+	ctx, cw := withCallWrites(ctx, req)
 	var resp any
 	var err error
 	if create {

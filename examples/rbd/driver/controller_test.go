@@ -37,7 +37,7 @@ var mountCap = []*csi.VolumeCapability{{
 // reservation (the ID's prefix).
 func reservedVolumeID(t testing.TB, d *driver.Driver, c cephtest.Cluster, r *csi.CreateVolumeRequest) (context.Context, string) {
 	t.Helper()
-	ctx := driver.ContextWithRequest(context.Background(), r)
+	ctx := idempotency.ContextWithRequest(context.Background(), r)
 	rec, err := d.Journal().Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: r.GetName(), ID: idempotency.RandomID("")})
 	if err != nil {
 		t.Fatal(err)

@@ -45,7 +45,7 @@ func blockVolume(t *testing.T, d *driver.Driver, c cephtest.Cluster, src *csi.Vo
 func snapshot(t *testing.T, d *driver.Driver, c cephtest.Cluster, vol string) string {
 	t.Helper()
 	req := &csi.CreateSnapshotRequest{Name: "snap-" + idempotency.RandomID(""), SourceVolumeId: vol, Secrets: c.Secrets()}
-	ctx := driver.ContextWithRequest(context.Background(), req)
+	ctx := idempotency.ContextWithRequest(context.Background(), req)
 	rec, err := d.Journal().Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindSnapshot, Name: req.Name, ID: idempotency.RandomID("")})
 	if err != nil {
 		t.Fatal(err)

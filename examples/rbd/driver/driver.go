@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"google.golang.org/grpc"
 
 	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/mount"
@@ -175,8 +174,8 @@ func (d *Driver) prepareStateDir() error {
 func (d *Driver) Service() any { return d }
 
 // ServerOptions returns the csikit options this driver needs on top of
-// the caller's: the journal, capabilities, and the interceptor that lets
-// the journal see each request's secrets and parameters.
+// the caller's: the journal (which reads each request's secrets and
+// parameters through idempotency.Request) and the capabilities.
 func (d *Driver) ServerOptions(o csikit.Options) csikit.Options {
 	o.Journal = d.Journal()
 	o.VolumeModes = csikit.Mount | csikit.Block
@@ -189,9 +188,6 @@ func (d *Driver) ServerOptions(o csikit.Options) csikit.Options {
 	if d.opts.Zone != "" {
 		o.Topology = map[string]string{TopologyKey: d.opts.Zone}
 	}
-	// grpc runs a server's single UnaryInterceptor before its chained ones,
-	// so this sees the request before csikit's journal does.
-	o.ServerOptions = append(o.ServerOptions, grpc.UnaryInterceptor(requestInterceptor))
 	return o
 }
 

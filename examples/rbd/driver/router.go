@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -14,16 +13,12 @@ import (
 	"github.com/csikit/csikit/topology"
 )
 
-type requestKey struct{}
-
-// requestInterceptor puts the request into the context, where the journal
-// (which the idempotency interceptor calls with the context only) reads the
-// secrets and parameters from.
-func requestInterceptor(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	return h(context.WithValue(ctx, requestKey{}, req), req)
+// requestFrom is the request of the create or delete whose journal call
+// runs in ctx: csikit's idempotency layer puts it there.
+func requestFrom(ctx context.Context) any {
+	req, _ := idempotency.Request(ctx)
+	return req
 }
-
-func requestFrom(ctx context.Context) any { return ctx.Value(requestKey{}) }
 
 // Journal returns the journal csikit's idempotency layer uses: it routes
 // every call to the OmapJournal of the pool the request concerns, with the
@@ -43,7 +38,7 @@ func secretsOf(req any) map[string]string {
 func (j requestJournal) creds(ctx context.Context) (Credentials, error) {
 	req := requestFrom(ctx)
 	if req == nil {
-		return Credentials{}, status.Error(codes.Internal, "journal: the request is not in the context; build the server with Driver.ServerOptions")
+		return Credentials{}, status.Error(codes.Internal, "journal: called outside a request: the journal needs the request's secrets and pool")
 	}
 	return CredentialsFromSecrets(secretsOf(req))
 }
@@ -248,11 +243,4 @@ func (d *Driver) choosePool(r *csi.CreateVolumeRequest) (pool, zone string, err 
 	}
 	z := sel[0].GetSegments()[TopologyKey]
 	return pools[z], z, nil
-}
-
-// ContextWithRequest returns ctx carrying req as the request the journal
-// reads secrets and parameters from; for tests that call the journal
-// without a server.
-func ContextWithRequest(ctx context.Context, req any) context.Context {
-	return context.WithValue(ctx, requestKey{}, req)
 }
