@@ -62,9 +62,20 @@ func TestControllerLifecycle(t *testing.T) {
 	if resp.GetVolume().GetVolumeId() != id || resp.GetVolume().GetCapacityBytes() != 5<<20 {
 		t.Fatalf("CreateVolume = %v, want ID %s and 5 MiB", resp, id)
 	}
-	// Again: the same answer (a retry).
-	if again, err := d.CreateVolume(ctx, req); err != nil || again.GetVolume().GetVolumeId() != id {
+	// Again: the same answer (a retry), sized from the image the first
+	// call made.
+	if again, err := d.CreateVolume(ctx, req); err != nil || again.GetVolume().GetVolumeId() != id || again.GetVolume().GetCapacityBytes() != 5<<20 {
 		t.Fatalf("retried CreateVolume = %v, %v", again, err)
+	}
+	// A call under the same reservation whose range the made image does
+	// not fit: the create finds the name taken, and the image's own size
+	// (not the request's) decides.
+	small := &csi.CreateVolumeRequest{
+		Name: req.Name, VolumeCapabilities: mountCap, Secrets: c.Secrets(),
+		CapacityRange: &csi.CapacityRange{RequiredBytes: 2 << 20, LimitBytes: 3 << 20},
+	}
+	if got, err := d.CreateVolume(ctx, small); status.Code(err) != codes.AlreadyExists {
+		t.Fatalf("CreateVolume of 2-3 MiB over the 5 MiB image = %v, %v; want AlreadyExists", got, err)
 	}
 	start = time.Now()
 	if _, err := d.DeleteVolume(context.Background(), &csi.DeleteVolumeRequest{VolumeId: id, Secrets: c.Secrets()}); err != nil {
