@@ -55,8 +55,9 @@ func (l *latencies) report(b *testing.B) {
 // children's (the rbd processes of the CLI benchmark), and the cluster
 // daemons' (read from /proc through the PID files test/cluster.sh keeps
 // next to the ceph.conf). On a machine whose cores are saturated,
-// throughput follows CPU time per pair, so these are the load-independent
-// figures to compare.
+// throughput follows CPU time per pair, which depends far less on what
+// else the machine runs than pairs/s does (contention still inflates it
+// somewhat), so compare the two sides on it too.
 type cpuMeter struct {
 	pidDir              string
 	self, kids, cluster time.Duration
