@@ -155,15 +155,57 @@ func serve(b *testing.B, c cephtest.Cluster) csi.ControllerClient {
 	return ctrl
 }
 
-// BenchmarkCreateDeleteVolume is CreateVolume + DeleteVolume of a 4 MiB
-// volume through the whole stack, from 8 parallel clients: gRPC over a
-// unix socket, csikit's interceptor chain, the omap journal (reserve and
-// commit on create, look-up and release on delete: 8 RADOS ops), and
-// librbd over the pooled connection (rbd_create of a 4 MiB image with the
-// StorageClass default features, "layering"; rbd_remove). Compare with
-// BenchmarkCreateDeleteCLI, which does the same image work and no journal.
+// benchImage is the image both create/delete benchmarks make, so the two
+// sides always do the same image work: CSIKIT_BENCH_SIZE_MIB (default 4)
+// MiB with the features in CSIKIT_BENCH_FEATURES (default "layering", the
+// StorageClass default; e.g. "layering,exclusive-lock,object-map,fast-diff").
+type benchImage struct {
+	sizeMiB  int64
+	features string
+}
+
+func benchImageFromEnv(b *testing.B) benchImage {
+	img := benchImage{sizeMiB: 4, features: "layering"}
+	if v := os.Getenv("CSIKIT_BENCH_SIZE_MIB"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			b.Fatalf("CSIKIT_BENCH_SIZE_MIB=%q: want a whole number of MiB", v)
+		}
+		img.sizeMiB = n
+	}
+	if v := os.Getenv("CSIKIT_BENCH_FEATURES"); v != "" {
+		if strings.Trim(v, "abcdefghijklmnopqrstuvwxyz-,") != "" {
+			b.Fatalf("CSIKIT_BENCH_FEATURES=%q: want a comma list of rbd image features", v)
+		}
+		img.features = v
+	}
+	b.Logf("image: %d MiB, features %s", img.sizeMiB, img.features)
+	return img
+}
+
+// request is the CreateVolume request of the driver side.
+func (img benchImage) request(name string, c cephtest.Cluster) *csi.CreateVolumeRequest {
+	r := createReq(name, c.Pool, c.Secrets())
+	r.CapacityRange = &csi.CapacityRange{RequiredBytes: img.sizeMiB << 20}
+	r.Parameters[driver.ParamImageFeatures] = img.features
+	return r
+}
+
+// createArgs are the `rbd create` arguments of the CLI side.
+func (img benchImage) createArgs(spec string) []string {
+	return []string{"create", "--size", strconv.FormatInt(img.sizeMiB, 10) + "M", "--image-feature", img.features, spec}
+}
+
+// BenchmarkCreateDeleteVolume is CreateVolume + DeleteVolume of a volume
+// (by default 4 MiB, "layering": see benchImage) through the whole stack,
+// from 8 parallel clients: gRPC over a unix socket, csikit's interceptor
+// chain, the omap journal (reserve and commit on create, look-up and
+// release on delete: 8 RADOS ops), and librbd over the pooled connection
+// (rbd_create, rbd_remove). Compare with BenchmarkCreateDeleteCLI, which
+// does the same image work and no journal.
 func BenchmarkCreateDeleteVolume(b *testing.B) {
 	c := cephtest.Require(b)
+	img := benchImageFromEnv(b)
 	ctrl := serve(b, c)
 	var lat latencies
 	var n atomic.Int64
@@ -175,7 +217,7 @@ func BenchmarkCreateDeleteVolume(b *testing.B) {
 		ctx := context.Background()
 		for pb.Next() {
 			start := time.Now()
-			resp, err := ctrl.CreateVolume(ctx, createReq(fmt.Sprintf("bench-%s-%d", prefix, n.Add(1)), c.Pool, c.Secrets()))
+			resp, err := ctrl.CreateVolume(ctx, img.request(fmt.Sprintf("bench-%s-%d", prefix, n.Add(1)), c))
 			if err != nil {
 				b.Error(err)
 				return
@@ -195,18 +237,20 @@ func BenchmarkCreateDeleteVolume(b *testing.B) {
 
 // BenchmarkCreateDeleteCLI is the same create + delete done the way
 // drivers that shell out do it: one `rbd create --size 4M
-// --image-feature layering` and one `rbd rm` process per call, 8 clients
-// in parallel, in the same pool, as the same Ceph user. The image work is
-// the driver's (same size, same features: without --image-feature the CLI
-// would use its own default of five features, a different image); the key
-// is passed with --key and the monitor's config is not fetched
-// (--no-mon-config), the cheapest way to run the tool; no journal.
+// --image-feature layering` (the benchImage) and one `rbd rm` process per
+// call, 8 clients in parallel, in the same pool, as the same Ceph user.
+// The image work is the driver's (same size, same features: without
+// --image-feature the CLI would use its own default of five features, a
+// different image); the key is passed with --key and the monitor's config
+// is not fetched (--no-mon-config), the cheapest way to run the tool; no
+// journal.
 func BenchmarkCreateDeleteCLI(b *testing.B) {
 	c := cephtest.Require(b)
 	if _, err := exec.LookPath("rbd"); err != nil {
 		cephtest.Skipf(b, "needs the rbd CLI (ceph-common)")
 	}
 	args := []string{"-m", c.Monitors, "--id", c.User, "--key", c.Key, "--no-mon-config"}
+	img := benchImageFromEnv(b)
 	var lat latencies
 	var n atomic.Int64
 	prefix := idempotency.RandomID("")[:8]
@@ -215,13 +259,13 @@ func BenchmarkCreateDeleteCLI(b *testing.B) {
 	cpu := startCPU(c)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			img := fmt.Sprintf("%s/cli-%s-%d", c.Pool, prefix, n.Add(1))
+			spec := fmt.Sprintf("%s/cli-%s-%d", c.Pool, prefix, n.Add(1))
 			start := time.Now()
-			if out, err := exec.Command("rbd", append(args, "create", "--size", "4M", "--image-feature", "layering", img)...).CombinedOutput(); err != nil {
+			if out, err := exec.Command("rbd", append(slices.Clip(args), img.createArgs(spec)...)...).CombinedOutput(); err != nil {
 				b.Errorf("rbd create: %v: %s", err, out)
 				return
 			}
-			if out, err := exec.Command("rbd", append(args, "rm", "--no-progress", img)...).CombinedOutput(); err != nil {
+			if out, err := exec.Command("rbd", append(slices.Clip(args), "rm", "--no-progress", spec)...).CombinedOutput(); err != nil {
 				b.Errorf("rbd rm: %v: %s", err, out)
 				return
 			}
