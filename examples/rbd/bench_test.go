@@ -157,15 +157,15 @@ func serve(b *testing.B, c cephtest.Cluster) csi.ControllerClient {
 
 // benchImage is the image both create/delete benchmarks make, so the two
 // sides always do the same image work: CSIKIT_BENCH_SIZE_MIB (default 4)
-// MiB with the features in CSIKIT_BENCH_FEATURES (default "layering", the
-// StorageClass default; e.g. "layering,exclusive-lock,object-map,fast-diff").
+// MiB with the features in CSIKIT_BENCH_FEATURES (default the driver's
+// default, driver.DefaultImageFeatures; e.g. "layering").
 type benchImage struct {
 	sizeMiB  int64
 	features string
 }
 
 func benchImageFromEnv(b *testing.B) benchImage {
-	img := benchImage{sizeMiB: 4, features: "layering"}
+	img := benchImage{sizeMiB: 4, features: driver.DefaultImageFeatures}
 	if v := os.Getenv("CSIKIT_BENCH_SIZE_MIB"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 {
@@ -179,7 +179,6 @@ func benchImageFromEnv(b *testing.B) benchImage {
 		}
 		img.features = v
 	}
-	b.Logf("image: %d MiB, features %s", img.sizeMiB, img.features)
 	return img
 }
 
@@ -197,7 +196,7 @@ func (img benchImage) createArgs(spec string) []string {
 }
 
 // BenchmarkCreateDeleteVolume is CreateVolume + DeleteVolume of a volume
-// (by default 4 MiB, "layering": see benchImage) through the whole stack,
+// (by default 4 MiB with the default features: see benchImage) through the whole stack,
 // from 8 parallel clients: gRPC over a unix socket, csikit's interceptor
 // chain, the omap journal (reserve and commit on create, look-up and
 // release on delete: 8 RADOS ops), and librbd over the pooled connection
@@ -237,13 +236,12 @@ func BenchmarkCreateDeleteVolume(b *testing.B) {
 
 // BenchmarkCreateDeleteCLI is the same create + delete done the way
 // drivers that shell out do it: one `rbd create --size 4M
-// --image-feature layering` (the benchImage) and one `rbd rm` process per
-// call, 8 clients in parallel, in the same pool, as the same Ceph user.
-// The image work is the driver's (same size, same features: without
-// --image-feature the CLI would use its own default of five features, a
-// different image); the key is passed with --key and the monitor's config
-// is not fetched (--no-mon-config), the cheapest way to run the tool; no
-// journal.
+// --image-feature <driver.DefaultImageFeatures>` (the benchImage) and one
+// `rbd rm` process per call, 8 clients in parallel, in the same pool, as
+// the same Ceph user. The image work is the driver's (same size, same
+// features, passed explicitly rather than left to the CLI's own default);
+// the key is passed with --key and the monitor's config is not fetched
+// (--no-mon-config), the cheapest way to run the tool; no journal.
 func BenchmarkCreateDeleteCLI(b *testing.B) {
 	c := cephtest.Require(b)
 	if _, err := exec.LookPath("rbd"); err != nil {

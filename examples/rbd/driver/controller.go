@@ -87,23 +87,24 @@ func (d *Driver) sizeFor(cr *csi.CapacityRange, minSize int64) (int64, error) {
 
 // imageOptions builds librbd options from the StorageClass parameters.
 func imageOptions(params map[string]string) (*rbd.ImageOptions, error) {
-	names := []string{rbd.FeatureNameLayering}
-	if f := params[ParamImageFeatures]; f != "" {
-		names = nil
-		for _, n := range strings.Split(f, ",") {
-			n = strings.TrimSpace(n)
-			switch n {
-			case rbd.FeatureNameLayering, rbd.FeatureNameExclusiveLock, rbd.FeatureNameObjectMap,
-				rbd.FeatureNameFastDiff, rbd.FeatureNameDeepFlatten, rbd.FeatureNameJournaling:
-				names = append(names, n)
-			case "":
-			default:
-				return nil, status.Errorf(codes.InvalidArgument, "parameter %q: unknown image feature %q", ParamImageFeatures, n)
-			}
+	f := params[ParamImageFeatures]
+	if f == "" {
+		f = DefaultImageFeatures
+	}
+	var names []string
+	for _, n := range strings.Split(f, ",") {
+		n = strings.TrimSpace(n)
+		switch n {
+		case rbd.FeatureNameLayering, rbd.FeatureNameExclusiveLock, rbd.FeatureNameObjectMap,
+			rbd.FeatureNameFastDiff, rbd.FeatureNameDeepFlatten, rbd.FeatureNameJournaling:
+			names = append(names, n)
+		case "":
+		default:
+			return nil, status.Errorf(codes.InvalidArgument, "parameter %q: unknown image feature %q", ParamImageFeatures, n)
 		}
-		if !slices.Contains(names, rbd.FeatureNameLayering) {
-			names = append(names, rbd.FeatureNameLayering) // snapshots restore by cloning
-		}
+	}
+	if !slices.Contains(names, rbd.FeatureNameLayering) {
+		names = append(names, rbd.FeatureNameLayering) // snapshots restore by cloning
 	}
 	o := rbd.NewRbdImageOptions()
 	fs := rbd.FeatureSetFromNames(names)
