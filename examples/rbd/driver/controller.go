@@ -87,23 +87,24 @@ func (d *Driver) sizeFor(cr *csi.CapacityRange, minSize int64) (int64, error) {
 
 // imageOptions builds librbd options from the StorageClass parameters.
 func imageOptions(params map[string]string) (*rbd.ImageOptions, error) {
-	names := []string{rbd.FeatureNameLayering}
-	if f := params[ParamImageFeatures]; f != "" {
-		names = nil
-		for _, n := range strings.Split(f, ",") {
-			n = strings.TrimSpace(n)
-			switch n {
-			case rbd.FeatureNameLayering, rbd.FeatureNameExclusiveLock, rbd.FeatureNameObjectMap,
-				rbd.FeatureNameFastDiff, rbd.FeatureNameDeepFlatten, rbd.FeatureNameJournaling:
-				names = append(names, n)
-			case "":
-			default:
-				return nil, status.Errorf(codes.InvalidArgument, "parameter %q: unknown image feature %q", ParamImageFeatures, n)
-			}
+	f := params[ParamImageFeatures]
+	if f == "" {
+		f = DefaultImageFeatures
+	}
+	var names []string
+	for _, n := range strings.Split(f, ",") {
+		n = strings.TrimSpace(n)
+		switch n {
+		case rbd.FeatureNameLayering, rbd.FeatureNameExclusiveLock, rbd.FeatureNameObjectMap,
+			rbd.FeatureNameFastDiff, rbd.FeatureNameDeepFlatten, rbd.FeatureNameJournaling:
+			names = append(names, n)
+		case "":
+		default:
+			return nil, status.Errorf(codes.InvalidArgument, "parameter %q: unknown image feature %q", ParamImageFeatures, n)
 		}
-		if !slices.Contains(names, rbd.FeatureNameLayering) {
-			names = append(names, rbd.FeatureNameLayering) // snapshots restore by cloning
-		}
+	}
+	if !slices.Contains(names, rbd.FeatureNameLayering) {
+		names = append(names, rbd.FeatureNameLayering) // snapshots restore by cloning
 	}
 	o := rbd.NewRbdImageOptions()
 	fs := rbd.FeatureSetFromNames(names)
@@ -161,45 +162,64 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 
 	src := r.GetVolumeContentSource()
 	var size int64
-	// A retry, or a second replica racing on the same reservation, finds
-	// the image made: answer it.
-	if img, err := rbd.OpenImageReadOnly(io, id.image(), rbd.NoSnapshot); err == nil {
-		s, serr := img.GetSize()
-		_ = img.Close()
-		if serr != nil {
-			return nil, backendError(serr, "size of image "+id.image())
-		}
-		size = int64(s)
-	} else if !errors.Is(err, rbd.ErrNotFound) {
-		return nil, backendError(err, "open image "+id.image())
-	} else {
-		if src != nil {
-			// Clone v2: no protected snapshots, and a snapshot can be
-			// removed while clones of it live.
-			if err := opts.SetUint64(rbd.ImageOptionCloneFormat, 2); err != nil {
-				return nil, status.Errorf(codes.Internal, "image options: %v", err)
-			}
-		}
-		switch {
-		case src.GetSnapshot() != nil:
-			size, err = d.cloneFromSnapshot(ctx, creds, io, id, src.GetSnapshot().GetSnapshotId(), r.GetCapacityRange(), opts, wantsBlock(r.GetVolumeCapabilities()))
-		case src.GetVolume() != nil:
-			size, err = d.cloneFromVolume(ctx, creds, io, id, src.GetVolume().GetVolumeId(), r.GetCapacityRange(), opts, wantsBlock(r.GetVolumeCapabilities()))
-		default:
-			size, err = d.sizeFor(r.GetCapacityRange(), 0)
-			if err == nil {
-				create := func() error { return rbd.CreateImage(io, id.image(), uint64(size), opts) }
-				err = create()
-				if errors.Is(err, rbd.ErrExist) {
-					err = d.settle(io, id.image(), create)
-				}
-				if err != nil {
-					err = backendError(err, "create image "+id.image())
-				}
-			}
-		}
-		if err != nil {
+	created := false
+	if src == nil {
+		// The common case, a new blank volume: create it straight away
+		// rather than first opening the name to see whether it exists (an
+		// open costs librbd a dozen RADOS ops and a copy of its whole
+		// configuration). A retry, or a second replica racing on the same
+		// reservation, finds the name taken and goes on below.
+		if size, err = d.sizeFor(r.GetCapacityRange(), 0); err != nil {
 			return nil, err
+		}
+		switch err := rbd.CreateImage(io, id.image(), uint64(size), opts); {
+		case err == nil:
+			created = true
+		case !errors.Is(err, rbd.ErrExist):
+			return nil, backendError(err, "create image "+id.image())
+		}
+	}
+	if !created {
+		// A retry, or a second replica racing on the same reservation, finds
+		// the image made: answer it.
+		if img, err := rbd.OpenImageReadOnly(io, id.image(), rbd.NoSnapshot); err == nil {
+			s, serr := img.GetSize()
+			_ = img.Close()
+			if serr != nil {
+				return nil, backendError(serr, "size of image "+id.image())
+			}
+			size = int64(s)
+		} else if !errors.Is(err, rbd.ErrNotFound) {
+			return nil, backendError(err, "open image "+id.image())
+		} else {
+			if src != nil {
+				// Clone v2: no protected snapshots, and a snapshot can be
+				// removed while clones of it live.
+				if err := opts.SetUint64(rbd.ImageOptionCloneFormat, 2); err != nil {
+					return nil, status.Errorf(codes.Internal, "image options: %v", err)
+				}
+			}
+			switch {
+			case src.GetSnapshot() != nil:
+				size, err = d.cloneFromSnapshot(ctx, creds, io, id, src.GetSnapshot().GetSnapshotId(), r.GetCapacityRange(), opts, wantsBlock(r.GetVolumeCapabilities()))
+			case src.GetVolume() != nil:
+				size, err = d.cloneFromVolume(ctx, creds, io, id, src.GetVolume().GetVolumeId(), r.GetCapacityRange(), opts, wantsBlock(r.GetVolumeCapabilities()))
+			default:
+				size, err = d.sizeFor(r.GetCapacityRange(), 0)
+				if err == nil {
+					create := func() error { return rbd.CreateImage(io, id.image(), uint64(size), opts) }
+					err = create()
+					if errors.Is(err, rbd.ErrExist) {
+						err = d.settle(io, id.image(), create)
+					}
+					if err != nil {
+						err = backendError(err, "create image "+id.image())
+					}
+				}
+			}
+			if err != nil {
+				return nil, err
+			}
 		}
 	}
 	if lim := r.GetCapacityRange().GetLimitBytes(); lim > 0 && size > lim {

@@ -2,9 +2,11 @@ package driver_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/ceph/go-ceph/rbd"
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -62,9 +64,20 @@ func TestControllerLifecycle(t *testing.T) {
 	if resp.GetVolume().GetVolumeId() != id || resp.GetVolume().GetCapacityBytes() != 5<<20 {
 		t.Fatalf("CreateVolume = %v, want ID %s and 5 MiB", resp, id)
 	}
-	// Again: the same answer (a retry).
-	if again, err := d.CreateVolume(ctx, req); err != nil || again.GetVolume().GetVolumeId() != id {
+	// Again: the same answer (a retry), sized from the image the first
+	// call made.
+	if again, err := d.CreateVolume(ctx, req); err != nil || again.GetVolume().GetVolumeId() != id || again.GetVolume().GetCapacityBytes() != 5<<20 {
 		t.Fatalf("retried CreateVolume = %v, %v", again, err)
+	}
+	// A call under the same reservation whose range the made image does
+	// not fit: the create finds the name taken, and the image's own size
+	// (not the request's) decides.
+	small := &csi.CreateVolumeRequest{
+		Name: req.Name, VolumeCapabilities: mountCap, Secrets: c.Secrets(),
+		CapacityRange: &csi.CapacityRange{RequiredBytes: 2 << 20, LimitBytes: 3 << 20},
+	}
+	if got, err := d.CreateVolume(ctx, small); status.Code(err) != codes.AlreadyExists {
+		t.Fatalf("CreateVolume of 2-3 MiB over the 5 MiB image = %v, %v; want AlreadyExists", got, err)
 	}
 	start = time.Now()
 	if _, err := d.DeleteVolume(context.Background(), &csi.DeleteVolumeRequest{VolumeId: id, Secrets: c.Secrets()}); err != nil {
@@ -75,4 +88,52 @@ func TestControllerLifecycle(t *testing.T) {
 		t.Fatalf("expand after delete: %v, want NotFound", err)
 	}
 	_ = d.Journal().Release(ctx, idempotency.KindVolume, id)
+}
+
+// TestImageFeatures checks that a StorageClass without imageFeatures gets
+// DefaultImageFeatures (object-map included, so removes skip unwritten
+// objects) and that one naming features gets exactly those plus layering.
+func TestImageFeatures(t *testing.T) {
+	c := cephtest.Require(t)
+	d := newDriver(t, c, driver.Options{})
+	conns := driver.NewConnPool(c.Monitors, 30*time.Second, time.Minute)
+	defer conns.Close()
+	io, done, err := conns.IOContext(context.Background(), driver.Credentials{User: c.User, Key: c.Key}, c.Pool, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	for _, tc := range []struct{ param, want string }{
+		{"", "layering,exclusive-lock,object-map,fast-diff,deep-flatten"},
+		{"exclusive-lock", "layering,exclusive-lock"},
+	} {
+		req := &csi.CreateVolumeRequest{
+			Name: "feat-" + idempotency.RandomID(""), VolumeCapabilities: mountCap, Secrets: c.Secrets(),
+			CapacityRange: &csi.CapacityRange{RequiredBytes: 4 << 20},
+		}
+		if tc.param != "" {
+			req.Parameters = map[string]string{driver.ParamImageFeatures: tc.param}
+		}
+		ctx, id := reservedVolumeID(t, d, c, req)
+		if _, err := d.CreateVolume(ctx, req); err != nil {
+			t.Fatalf("imageFeatures %q: %v", tc.param, err)
+		}
+		img, err := rbd.OpenImageReadOnly(io, "csi-vol-"+id[strings.IndexByte(id, '-')+1:], rbd.NoSnapshot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := img.GetFeatures()
+		_ = img.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := uint64(rbd.FeatureSetFromNames(strings.Split(tc.want, ","))); got != want {
+			gotSet := rbd.FeatureSet(got)
+			t.Errorf("imageFeatures %q: image has features %v, want %s", tc.param, gotSet.Names(), tc.want)
+		}
+		if _, err := d.DeleteVolume(context.Background(), &csi.DeleteVolumeRequest{VolumeId: id, Secrets: c.Secrets()}); err != nil {
+			t.Fatal(err)
+		}
+		_ = d.Journal().Release(ctx, idempotency.KindVolume, id)
+	}
 }
