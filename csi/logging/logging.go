@@ -69,7 +69,7 @@ type callLogger struct {
 	// bounded says maxLevel is the highest level a line can have.
 	bounded  bool
 	maxLevel slog.Level
-	scoped   bool // put the call's logger in ctx (FromContext)
+	scoped   bool // a logger was given: log, and put it in ctx (FromContext)
 	// method is Options.FullMethod and hm is h with its attribute added
 	// once (WithAttrs), for the calls of that method.
 	method string
@@ -77,12 +77,13 @@ type callLogger struct {
 }
 
 func (l *callLogger) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if !l.scoped {
+		return handler(ctx, req) // a nil logger: nothing is ever written
+	}
 	// The call's start goes into its scope too: the lock table takes it
 	// as the locks' age instead of reading the clock again.
 	start := time.Now()
-	if l.scoped {
-		ctx = logctx.NewContext(ctx, l.h, info.FullMethod, requestid.FromContext, start)
-	}
+	ctx = logctx.NewContext(ctx, l.h, info.FullMethod, requestid.FromContext, start)
 	if l.bounded && !l.h.Enabled(ctx, l.maxLevel) {
 		return handler(ctx, req)
 	}

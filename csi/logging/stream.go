@@ -29,10 +29,11 @@ func StreamServerInterceptor(logger *slog.Logger, opts Options) grpc.StreamServe
 }
 
 func (l *callLogger) interceptStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	start := time.Now()
-	if l.scoped {
-		ss = scopedStream{ServerStream: ss, ctx: logctx.NewContext(ss.Context(), l.h, info.FullMethod, requestid.FromContext, start)}
+	if !l.scoped {
+		return handler(srv, ss) // a nil logger: nothing is ever written
 	}
+	start := time.Now()
+	ss = scopedStream{ServerStream: ss, ctx: logctx.NewContext(ss.Context(), l.h, info.FullMethod, requestid.FromContext, start)}
 	ctx := ss.Context()
 	if l.bounded && !l.h.Enabled(ctx, l.maxLevel) {
 		return handler(srv, ss)
