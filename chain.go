@@ -3,6 +3,7 @@ package csikit
 import (
 	"context"
 	"log/slog"
+	"slices"
 
 	grpcrecovery "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,7 +26,10 @@ import (
 //  2. request ID: taken from incoming metadata or generated, in ctx.
 //  3. logging: one line per call, secrets stripped, built only when logged;
 //     the level from Options.LogLevel (DefaultLogLevel). It puts the call's
-//     logger in ctx (logging.FromContext). Right below it,
+//     logger and start time in ctx (logging.FromContext; the lock table
+//     takes the start as the locks' age). Each table entry has its own
+//     (logging.Options.FullMethod): its method attribute is formatted once
+//     by the handler, and DefaultLogLevel is resolved for it once. Right below it,
 //     secrets.UnaryServerInterceptor (and its stream variant) redacts the
 //     request's secrets from a returned error's message and details, so
 //     the log line and the client (and the Events sidecars make of it) see
@@ -84,16 +88,17 @@ func (s *Server) buildChain() error {
 		lopts.Level = s.defaultLogLevel
 	}
 
+	const logAt = 2 // the logging interceptor's index in unary
 	unary := []grpc.UnaryServerInterceptor{
 		grpcrecovery.UnaryServerInterceptor(safetyNet),
 		requestid.UnaryServerInterceptor(),
-		logging.UnaryServerInterceptor(s.log, lopts),
+		logging.UnaryServerInterceptor(s.callLog, lopts),
 		secrets.UnaryServerInterceptor(),
 	}
 	stream := []grpc.StreamServerInterceptor{
 		grpcrecovery.StreamServerInterceptor(safetyNet),
 		requestid.StreamServerInterceptor(),
-		logging.StreamServerInterceptor(s.log, lopts),
+		logging.StreamServerInterceptor(s.callLog, lopts),
 		secrets.StreamServerInterceptor(),
 	}
 	if s.metrics != nil {
@@ -111,9 +116,18 @@ func (s *Server) buildChain() error {
 	// interceptors through otherUnary.
 	s.unary = unary
 	for _, b := range s.rpcs {
-		if b.unary != nil {
-			b.chained = chainUnary(unary, &b.info, grpc.UnaryHandler(b.unary))
+		if b.unary == nil {
+			continue
 		}
+		// The entry's own logging interceptor: its method attribute (and,
+		// for DefaultLogLevel, its level) resolved once.
+		eopts := logging.Options{Level: o.LogLevel, FullMethod: b.method}
+		if eopts.Level == nil {
+			eopts.Level = entryLogLevel(b.mutates)
+		}
+		ics := slices.Clone(unary)
+		ics[logAt] = logging.UnaryServerInterceptor(s.callLog, eopts)
+		b.chained = chainUnary(ics, &b.info, grpc.UnaryHandler(b.unary))
 	}
 	sopts := append([]grpc.ServerOption{grpc.ChainUnaryInterceptor(s.otherUnary), grpc.ChainStreamInterceptor(stream...)}, o.ServerOptions...)
 	s.grpc = grpc.NewServer(sopts...)
@@ -159,6 +173,20 @@ func DefaultLogLevel(fullMethod string, c codes.Code) slog.Level {
 		}
 	}
 	return slog.LevelDebug
+}
+
+// entryLogLevel is DefaultLogLevel for the calls of one table entry.
+func entryLogLevel(mutates bool) func(string, codes.Code) slog.Level {
+	ok := slog.LevelDebug
+	if mutates {
+		ok = slog.LevelInfo
+	}
+	return func(_ string, c codes.Code) slog.Level {
+		if c != codes.OK {
+			return logging.DefaultCodeToLevel(c)
+		}
+		return ok
+	}
 }
 
 // defaultLogLevel is DefaultLogLevel with the server's table at hand.

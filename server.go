@@ -39,6 +39,10 @@ type Server struct {
 	idem     *idempotency.Interceptor
 	metrics  *metrics.ServerMetrics
 	log      *slog.Logger
+	// callLog is Options.Logger as given, for the logging interceptor:
+	// its lines carry the request ID already (and the call's logger adds
+	// it to the driver's), so they skip log's request-ID wrapper.
+	callLog  *slog.Logger
 	grpc     *grpc.Server
 	unary    []grpc.UnaryServerInterceptor // csikit's chain and Options.UnaryInterceptors
 	serveMu  sync.Mutex
@@ -85,8 +89,9 @@ func NewServer(driver any, opts Options) (*Server, error) {
 	}
 	// Every line logged with a call's context carries its request ID,
 	// also the driver's own lines when it logs through *Context methods.
-	opts.Logger = slog.New(requestid.NewHandler(opts.Logger.Handler()))
-	s := &Server{opts: opts, driver: driver, log: opts.Logger}
+	callHandler := opts.Logger.Handler()
+	opts.Logger = slog.New(requestid.NewHandler(callHandler))
+	s := &Server{opts: opts, driver: driver, log: opts.Logger, callLog: slog.New(callHandler)}
 	if err := s.setDisabled(); err != nil {
 		return nil, err
 	}

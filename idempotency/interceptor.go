@@ -12,6 +12,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/csikit/csikit/internal/logctx"
 )
 
 // Interceptor applies locks and the journal to unary CSI calls. Create it
@@ -80,7 +82,7 @@ func (i *Interceptor) intercept(ctx context.Context, req any, info *grpc.UnarySe
 	if kf == nil && !journaled {
 		return handler(ctx, req) // nothing to lock or record: no allocation
 	}
-	set := lockSet{t: i.opts.Locks, owner: Owner{Method: info.FullMethod, Since: time.Now()}}
+	set := lockSet{t: i.opts.Locks, owner: Owner{Method: info.FullMethod, Since: callStart(ctx)}}
 	defer set.releaseAll() // runs on panics too
 	if kf != nil {
 		if err := set.acquire(kf(ctx, req)...); err != nil {
@@ -132,46 +134,86 @@ func journalFlow(req any) (f flow, key string, create, ok bool) {
 	return flow{}, "", false, false
 }
 
+// callStart is when the call ctx belongs to started, as the logging
+// interceptor recorded it (a clock read costs about as much as a lock),
+// else now.
+func callStart(ctx context.Context) time.Time {
+	if t := logctx.Start(ctx); !t.IsZero() {
+		return t
+	}
+	return time.Now()
+}
+
 // lockSet holds the locks of one call and releases them all at its end.
+// It lives on the caller's stack: the first locks sit in buf (no slice
+// into itself, which would move the set to the heap), more in extra, and
+// each remembers its key's hash so releasing does not hash again.
 type lockSet struct {
 	t     *LockTable
 	owner Owner
-	held  []Lock
-	buf   [6]Lock
+	n     int // locks held: buf[:min(n, len(buf))], then extra
+	buf   [4]heldLock
+	extra []heldLock
+}
+
+// heldLock is a lock of a lockSet and its key's hash in the set's table.
+type heldLock struct {
+	Lock
+	h uint64
+}
+
+func (s *lockSet) at(i int) *heldLock {
+	if i < len(s.buf) {
+		return &s.buf[i]
+	}
+	return &s.extra[i-len(s.buf)]
+}
+
+func (s *lockSet) push(l heldLock) {
+	if s.n < len(s.buf) {
+		s.buf[s.n] = l
+	} else {
+		s.extra = append(s.extra, l)
+	}
+	s.n++
+}
+
+// releaseFrom releases the locks from the i-th on.
+func (s *lockSet) releaseFrom(i int) {
+	for j := i; j < s.n; j++ {
+		l := s.at(j)
+		s.t.unlock(l.h, l.Key, l.Mode)
+	}
+	s.n = i
+	if i <= len(s.buf) {
+		s.extra = s.extra[:0]
+	} else {
+		s.extra = s.extra[:i-len(s.buf)]
+	}
 }
 
 // acquire takes every lock or none; it answers Aborted naming the holder.
 // Locks with an empty ID and keys this call already holds are skipped.
 func (s *lockSet) acquire(locks ...Lock) error {
-	if s.held == nil {
-		s.held = s.buf[:0]
-	}
-	start := len(s.held)
+	start := s.n
 next:
 	for _, l := range locks {
 		if l.Key.ID == "" {
 			continue
 		}
-		for _, h := range s.held {
-			if h.Key == l.Key {
+		for j := range s.n {
+			if s.at(j).Key == l.Key {
 				continue next
 			}
 		}
-		if h, ok := s.t.TryLock(l.Key, l.Mode, s.owner); !ok {
-			for _, got := range s.held[start:] {
-				s.t.Unlock(got.Key, got.Mode)
-			}
-			s.held = s.held[:start]
-			return status.Error(codes.Aborted, busyMessage(l.Key, h))
+		h := s.t.hashOf(l.Key)
+		if holder, ok := s.t.tryLock(h, l.Key, l.Mode, s.owner); !ok {
+			s.releaseFrom(start)
+			return status.Error(codes.Aborted, busyMessage(l.Key, holder))
 		}
-		s.held = append(s.held, l)
+		s.push(heldLock{Lock: l, h: h})
 	}
 	return nil
 }
 
-func (s *lockSet) releaseAll() {
-	for _, l := range s.held {
-		s.t.Unlock(l.Key, l.Mode)
-	}
-	s.held = s.held[:0]
-}
+func (s *lockSet) releaseAll() { s.releaseFrom(0) }

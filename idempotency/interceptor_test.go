@@ -3,6 +3,7 @@ package idempotency_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/internal/logctx"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -468,4 +470,78 @@ func BenchmarkInterceptor(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestLockAgeFromCallStart: a lock's age, told to a conflicting caller,
+// counts from the start of the holder's call as the logging interceptor
+// recorded it in the call's context.
+func TestLockAgeFromCallStart(t *testing.T) {
+	ic := newIC(t, idempotency.Options{})
+	req := &csi.CreateVolumeRequest{Name: "pvc-1"}
+	running, unblock := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	start := time.Now().Add(-time.Hour)
+	go func() {
+		ctx := logctx.NewContext(context.Background(), slog.DiscardHandler, mCreate, nil, start)
+		_, err := call(ctx, ic, mCreate, req, func(context.Context, any) (any, error) {
+			close(running)
+			<-unblock
+			return &csi.CreateVolumeResponse{}, nil
+		})
+		done <- err
+	}()
+	<-running
+	_, err := call(context.Background(), ic, mCreate, req, okHandler(&csi.CreateVolumeResponse{}))
+	close(unblock)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if status.Code(err) != codes.Aborted || !strings.Contains(err.Error(), "has held it for 1h0m0s") {
+		t.Errorf("got %v, want Aborted saying the name has been held for 1h0m0s", err)
+	}
+}
+
+// TestInterceptorAllocs: a locked call without a journal allocates only
+// what its key function returns; the lock set stays on the stack.
+func TestInterceptorAllocs(t *testing.T) {
+	ic := newIC(t, idempotency.Options{})
+	req := &csi.CreateVolumeRequest{Name: "pvc-1"}
+	h := okHandler(&csi.CreateVolumeResponse{})
+	ctx, icf, info := context.Background(), ic.UnaryServerInterceptor(), &grpc.UnaryServerInfo{FullMethod: mCreate}
+	if allocs := testing.AllocsPerRun(200, func() { icf(ctx, req, info, h) }); allocs != 1 {
+		t.Errorf("CreateVolume through the interceptor: got %v allocs, want 1 (the key function's slice)", allocs)
+	}
+}
+
+// TestManyLocksAllOrNone: a call holding more locks than the lock set
+// keeps inline takes all or none of them and releases all.
+func TestManyLocksAllOrNone(t *testing.T) {
+	ic := newIC(t, idempotency.Options{})
+	tab := ic.Locks()
+	req := &csi.DeleteVolumeGroupSnapshotRequest{GroupSnapshotId: "g", SnapshotIds: []string{"s1", "s2", "s3", "s4"}}
+	// 9 locks: the group and two per snapshot; the last one is taken.
+	busy := idempotency.Key{Space: idempotency.SpaceSourceSnapshot, ID: "s4"}
+	if _, ok := tab.TryLock(busy, idempotency.Exclusive, idempotency.Owner{Method: "test"}); !ok {
+		t.Fatal("could not take the busy key")
+	}
+	m := csi.GroupController_DeleteVolumeGroupSnapshot_FullMethodName
+	_, err := call(context.Background(), ic, m, req, okHandler(&csi.DeleteVolumeGroupSnapshotResponse{}))
+	if status.Code(err) != codes.Aborted {
+		t.Fatalf("got %v, want Aborted", err)
+	}
+	if held := tab.Stats().Held; held != 1 {
+		t.Errorf("after the conflict: %d keys held, want 1 (the busy key)", held)
+	}
+	tab.Unlock(busy, idempotency.Exclusive)
+	var during int
+	_, err = call(context.Background(), ic, m, req, func(context.Context, any) (any, error) {
+		during = tab.Stats().Held
+		return &csi.DeleteVolumeGroupSnapshotResponse{}, nil
+	})
+	if err != nil || during != 9 {
+		t.Errorf("got %v with %d keys held during the call, want success with 9", err, during)
+	}
+	if held := tab.Stats().Held; held != 0 {
+		t.Errorf("after the call: %d keys held, want 0", held)
+	}
 }

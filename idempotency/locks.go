@@ -161,10 +161,11 @@ func NewLockTable() *LockTable {
 	return t
 }
 
-func (t *LockTable) hash(k Key) (*shard, uint64) {
-	h := maphash.String(t.seed, k.ID) ^ (maphash.String(t.seed, k.Space) * 0x9e3779b97f4a7c15)
-	return &t.shards[h%numShards], h
+func (t *LockTable) hashOf(k Key) uint64 {
+	return maphash.String(t.seed, k.ID) ^ (maphash.String(t.seed, k.Space) * 0x9e3779b97f4a7c15)
 }
+
+func (t *LockTable) shardOf(h uint64) *shard { return &t.shards[h%numShards] }
 
 // Owner identifies the caller of TryLock.
 type Owner struct {
@@ -180,11 +181,16 @@ type Owner struct {
 // failure it returns false and who holds the key, with the hold's age
 // measured up to o.Since; it never blocks.
 func (t *LockTable) TryLock(key Key, mode Mode, o Owner) (Holder, bool) {
+	return t.tryLock(t.hashOf(key), key, mode, o)
+}
+
+// tryLock is TryLock for a key whose hash (hashOf) is h.
+func (t *LockTable) tryLock(h uint64, key Key, mode Mode, o Owner) (Holder, bool) {
 	if o.Since.IsZero() {
 		o.Since = time.Now()
 	}
 	since := int64(o.Since.Sub(t.base))
-	s, h := t.hash(key)
+	s := t.shardOf(h)
 	s.mu.Lock()
 	e, held, _ := s.find(h, key)
 	if !held {
@@ -211,8 +217,11 @@ func (t *LockTable) TryLock(key Key, mode Mode, o Owner) (Holder, bool) {
 
 // Unlock releases a key acquired with TryLock in the same mode. Releasing a
 // key that is not held in that mode does nothing.
-func (t *LockTable) Unlock(key Key, mode Mode) {
-	s, h := t.hash(key)
+func (t *LockTable) Unlock(key Key, mode Mode) { t.unlock(t.hashOf(key), key, mode) }
+
+// unlock is Unlock for a key whose hash (hashOf) is h.
+func (t *LockTable) unlock(h uint64, key Key, mode Mode) {
+	s := t.shardOf(h)
 	s.mu.Lock()
 	e, held, inOverflow := s.find(h, key)
 	switch {

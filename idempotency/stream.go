@@ -2,7 +2,6 @@ package idempotency
 
 import (
 	"log/slog"
-	"time"
 
 	"google.golang.org/grpc"
 )
@@ -19,7 +18,7 @@ func (i *Interceptor) StreamServerInterceptor() grpc.StreamServerInterceptor {
 			return handler(srv, ss)
 		}
 		ls := &lockingStream{ServerStream: ss, i: i, kf: kf, method: info.FullMethod,
-			set: lockSet{t: i.opts.Locks, owner: Owner{Method: info.FullMethod, Since: time.Now()}}}
+			set: lockSet{t: i.opts.Locks, owner: Owner{Method: info.FullMethod, Since: callStart(ss.Context())}}}
 		defer ls.set.releaseAll()
 		return handler(srv, ls)
 	}

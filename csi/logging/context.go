@@ -3,6 +3,7 @@ package logging
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/csikit/csikit/csi/requestid"
 	"github.com/csikit/csikit/internal/logctx"
@@ -28,7 +29,7 @@ func NewContext(ctx context.Context, logger *slog.Logger) context.Context {
 	if logger == nil {
 		return ctx
 	}
-	return logctx.NewContext(ctx, logger.Handler(), "", requestid.FromContext)
+	return logctx.NewContext(ctx, logger.Handler(), "", requestid.FromContext, time.Time{})
 }
 
 // NewContextHandler wraps base so that every record logged with a call's

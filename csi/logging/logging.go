@@ -56,6 +56,10 @@ func newCallLogger(logger *slog.Logger, opts Options) *callLogger {
 		l.bounded = true
 	}
 	l.scoped = logger != nil
+	if opts.FullMethod != "" && logger != nil {
+		l.method = opts.FullMethod
+		l.hm = h.WithAttrs([]slog.Attr{slog.String(KeyMethod, opts.FullMethod)})
+	}
 	return l
 }
 
@@ -65,22 +69,29 @@ type callLogger struct {
 	// bounded says maxLevel is the highest level a line can have.
 	bounded  bool
 	maxLevel slog.Level
-	scoped   bool // put the call's logger in ctx (FromContext)
+	scoped   bool // a logger was given: log, and put it in ctx (FromContext)
+	// method is Options.FullMethod and hm is h with its attribute added
+	// once (WithAttrs), for the calls of that method.
+	method string
+	hm     slog.Handler
 }
 
 func (l *callLogger) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if l.scoped {
-		ctx = logctx.NewContext(ctx, l.h, info.FullMethod, requestid.FromContext)
+	if !l.scoped {
+		return handler(ctx, req) // a nil logger: nothing is ever written
 	}
+	// The call's start goes into its scope too: the lock table takes it
+	// as the locks' age instead of reading the clock again.
+	start := time.Now()
+	ctx = logctx.NewContext(ctx, l.h, info.FullMethod, requestid.FromContext, start)
 	if l.bounded && !l.h.Enabled(ctx, l.maxLevel) {
 		return handler(ctx, req)
 	}
-	start := time.Now()
 	debug := l.h.Enabled(ctx, slog.LevelDebug)
 	if debug {
-		r := l.record(ctx, start, slog.LevelDebug, MsgStarted, info.FullMethod)
+		h, r := l.record(ctx, start, slog.LevelDebug, MsgStarted, info.FullMethod)
 		r.AddAttrs(body(KeyRequest, req))
-		l.h.Handle(ctx, r)
+		h.Handle(ctx, r)
 	}
 
 	resp, err := handler(ctx, req)
@@ -91,7 +102,7 @@ func (l *callLogger) intercept(ctx context.Context, req any, info *grpc.UnarySer
 		return resp, err
 	}
 	now := time.Now()
-	r := l.record(ctx, now, level, MsgFinished, info.FullMethod)
+	h, r := l.record(ctx, now, level, MsgFinished, info.FullMethod)
 	r.AddAttrs(slog.String(KeyCode, code.String()), slog.Duration(KeyDuration, now.Sub(start)))
 	if err != nil {
 		msg := status.Convert(err).Message()
@@ -102,19 +113,26 @@ func (l *callLogger) intercept(ctx context.Context, req any, info *grpc.UnarySer
 	} else if debug {
 		r.AddAttrs(body(KeyResponse, resp))
 	}
-	l.h.Handle(ctx, r)
+	h.Handle(ctx, r)
 	return resp, err
 }
 
-// record starts a record with the method and request ID. The source
-// location is left out: it would always point at this file.
-func (l *callLogger) record(ctx context.Context, t time.Time, level slog.Level, msg, method string) slog.Record {
+// record starts a record with the method and request ID and returns the
+// handler to pass it to. The source location is left out: it would always
+// point at this file. For Options.FullMethod's calls the method is the
+// handler's (formatted once by WithAttrs), else the record's; either way
+// it comes first.
+func (l *callLogger) record(ctx context.Context, t time.Time, level slog.Level, msg, method string) (slog.Handler, slog.Record) {
 	r := slog.NewRecord(t, level, msg, 0)
-	r.AddAttrs(slog.String(KeyMethod, method))
+	h := l.hm
+	if h == nil || method != l.method {
+		h = l.h
+		r.AddAttrs(slog.String(KeyMethod, method))
+	}
 	if id, ok := requestid.FromContext(ctx); ok {
 		r.AddAttrs(slog.String(requestid.LogKey, id))
 	}
-	return r
+	return h, r
 }
 
 // body is a stripped, lazily formatted request or response. A value that is

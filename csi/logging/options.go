@@ -17,6 +17,14 @@ type Options struct {
 	// csikit.Server uses it to log polling RPCs at Debug and mutating ones
 	// at Info.
 	Level func(fullMethod string, c codes.Code) slog.Level
+	// FullMethod, when set, names the one gRPC method the interceptor is
+	// made for, as by a server that builds a chain per RPC (csikit.Server
+	// does): the method attribute of its calls' lines is then added to
+	// the logger's handler once (slog.Handler.WithAttrs), so a handler
+	// that pre-formats such attributes does not format it per call. The
+	// lines read the same. Calls of any other method are logged as
+	// without it.
+	FullMethod string
 }
 
 // DefaultCodeToLevel is the level of a call's line by status code:

@@ -29,14 +29,15 @@ func StreamServerInterceptor(logger *slog.Logger, opts Options) grpc.StreamServe
 }
 
 func (l *callLogger) interceptStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if l.scoped {
-		ss = scopedStream{ServerStream: ss, ctx: logctx.NewContext(ss.Context(), l.h, info.FullMethod, requestid.FromContext)}
+	if !l.scoped {
+		return handler(srv, ss) // a nil logger: nothing is ever written
 	}
+	start := time.Now()
+	ss = scopedStream{ServerStream: ss, ctx: logctx.NewContext(ss.Context(), l.h, info.FullMethod, requestid.FromContext, start)}
 	ctx := ss.Context()
 	if l.bounded && !l.h.Enabled(ctx, l.maxLevel) {
 		return handler(srv, ss)
 	}
-	start := time.Now()
 	ls := &loggedStream{ServerStream: ss, l: l, method: info.FullMethod, debug: l.h.Enabled(ctx, slog.LevelDebug)}
 	err := handler(srv, ls)
 
@@ -46,7 +47,7 @@ func (l *callLogger) interceptStream(srv any, ss grpc.ServerStream, info *grpc.S
 		return err
 	}
 	now := time.Now()
-	r := l.record(ctx, now, level, MsgFinished, info.FullMethod)
+	h, r := l.record(ctx, now, level, MsgFinished, info.FullMethod)
 	r.AddAttrs(slog.String(KeyCode, code.String()), slog.Duration(KeyDuration, now.Sub(start)), slog.Int(KeySent, ls.sent))
 	if err != nil {
 		msg := status.Convert(err).Message()
@@ -55,7 +56,7 @@ func (l *callLogger) interceptStream(srv any, ss grpc.ServerStream, info *grpc.S
 		}
 		r.AddAttrs(slog.String(KeyError, msg))
 	}
-	l.h.Handle(ctx, r)
+	h.Handle(ctx, r)
 	return err
 }
 
@@ -81,9 +82,9 @@ func (s *loggedStream) RecvMsg(m any) error {
 		}
 		if s.debug {
 			ctx := s.Context()
-			r := s.l.record(ctx, time.Now(), slog.LevelDebug, MsgStarted, s.method)
+			h, r := s.l.record(ctx, time.Now(), slog.LevelDebug, MsgStarted, s.method)
 			r.AddAttrs(body(KeyRequest, m))
-			s.l.h.Handle(ctx, r)
+			h.Handle(ctx, r)
 		}
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/csikit/csikit/csi/logging"
+	"github.com/csikit/csikit/csi/requestid"
 )
 
 type oneRequestStream struct {
@@ -82,5 +83,54 @@ func TestLevelOption(t *testing.T) {
 	}
 	if out := buf.String(); strings.Contains(out, "Probe") || !strings.Contains(out, "CreateVolume") {
 		t.Errorf("want only CreateVolume logged:\n%s", out)
+	}
+}
+
+// TestFullMethodOption: an interceptor made for one method writes the
+// same lines as one made for all (the method attribute first, then the
+// request ID), and logs other methods' calls with their own method.
+func TestFullMethodOption(t *testing.T) {
+	// A fixed clock and duration make the lines comparable byte for byte.
+	fixed := func(groups []string, a slog.Attr) slog.Attr {
+		switch a.Key {
+		case slog.TimeKey:
+			return slog.String(a.Key, "T")
+		case logging.KeyDuration:
+			return slog.String(a.Key, "D")
+		}
+		return a
+	}
+	run := func(opts logging.Options, method string, text bool) string {
+		var buf bytes.Buffer
+		hopts := &slog.HandlerOptions{Level: slog.LevelDebug, ReplaceAttr: fixed}
+		var h slog.Handler = slog.NewJSONHandler(&buf, hopts)
+		if text {
+			h = slog.NewTextHandler(&buf, hopts)
+		}
+		ic := logging.UnaryServerInterceptor(slog.New(h), opts)
+		ctx := requestid.NewContext(context.Background(), "req-1")
+		handler := func(ctx context.Context, _ any) (any, error) {
+			logging.FromContext(ctx).Info("driver line")
+			return nil, status.Error(codes.NotFound, "no volume")
+		}
+		if _, err := ic(ctx, &csi.DeleteVolumeRequest{VolumeId: "v"}, &grpc.UnaryServerInfo{FullMethod: method}, handler); status.Code(err) != codes.NotFound {
+			t.Fatalf("got %v, want NotFound", err)
+		}
+		return buf.String()
+	}
+	del, probe := csi.Controller_DeleteVolume_FullMethodName, csi.Identity_Probe_FullMethodName
+	for _, text := range []bool{false, true} {
+		want := run(logging.Options{}, del, text)
+		if got := run(logging.Options{FullMethod: del}, del, text); got != want {
+			t.Errorf("text=%v: with FullMethod:\n%s\nwithout:\n%s", text, got, want)
+		}
+		if !strings.Contains(want, "DeleteVolume") || strings.Count(want, "req-1") != 3 {
+			t.Errorf("text=%v: lines lack the method or request ID:\n%s", text, want)
+		}
+		// A call of another method is logged with its own method, once.
+		got := run(logging.Options{FullMethod: del}, probe, text)
+		if want := run(logging.Options{}, probe, text); got != want || strings.Contains(got, "DeleteVolume") {
+			t.Errorf("text=%v: other method with FullMethod:\n%s\nwithout:\n%s", text, got, want)
+		}
 	}
 }

@@ -271,3 +271,14 @@ func TestHandler(t *testing.T) {
 		t.Error("Enabled(Debug) = true, want the wrapped handler's false")
 	}
 }
+
+// TestGeneratedIDAllocs: a generated ID costs its context and, formatted,
+// its string: nothing else.
+func TestGeneratedIDAllocs(t *testing.T) {
+	var ctx context.Context
+	ic := requestid.UnaryServerInterceptor()
+	ic(context.Background(), nil, &grpc.UnaryServerInfo{}, func(c context.Context, _ any) (any, error) { ctx = c; return nil, nil })
+	if allocs := testing.AllocsPerRun(100, func() { requestid.FromContext(ctx) }); allocs != 1 {
+		t.Errorf("FromContext of a generated ID: got %v allocs, want 1 (the string)", allocs)
+	}
+}

@@ -14,6 +14,7 @@ package logctx
 import (
 	"context"
 	"log/slog"
+	"time"
 )
 
 // Attribute keys a call's records carry; they equal requestid.LogKey and
@@ -32,6 +33,7 @@ type scope struct {
 	h      slog.Handler
 	method string
 	id     func(context.Context) (string, bool)
+	start  time.Time
 }
 
 // Value implements context.Context.
@@ -57,12 +59,23 @@ func (s *scope) attrs() []slog.Attr {
 }
 
 // NewContext returns ctx carrying h as the call's handler; method (may be
-// empty) and id (may be nil) name the call. A nil h returns ctx unchanged.
-func NewContext(ctx context.Context, h slog.Handler, method string, id func(context.Context) (string, bool)) context.Context {
+// empty) and id (may be nil) name the call, start (may be zero) is when it
+// started. A nil h returns ctx unchanged.
+func NewContext(ctx context.Context, h slog.Handler, method string, id func(context.Context) (string, bool), start time.Time) context.Context {
 	if h == nil {
 		return ctx
 	}
-	return &scope{Context: ctx, h: h, method: method, id: id}
+	return &scope{Context: ctx, h: h, method: method, id: id, start: start}
+}
+
+// Start returns when the call ctx belongs to started, as given to
+// NewContext; zero without a call or a start. It lets the lock table take
+// the call's start as a lock's age instead of reading the clock again.
+func Start(ctx context.Context) time.Time {
+	if s := scopeOf(ctx); s != nil {
+		return s.start
+	}
+	return time.Time{}
 }
 
 func scopeOf(ctx context.Context) *scope {

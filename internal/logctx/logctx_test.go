@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/csikit/csikit/internal/logctx"
 )
@@ -22,7 +23,7 @@ func idOf(ctx context.Context) (string, bool) {
 // to a JSON handler writing to buf.
 func call(buf *bytes.Buffer, id string) context.Context {
 	ctx := context.WithValue(context.Background(), idKey{}, id)
-	return logctx.NewContext(ctx, slog.NewJSONHandler(buf, nil), "/csi.v1.Node/NodeStageVolume", idOf)
+	return logctx.NewContext(ctx, slog.NewJSONHandler(buf, nil), "/csi.v1.Node/NodeStageVolume", idOf, time.Time{})
 }
 
 func lines(t *testing.T, buf *bytes.Buffer) []map[string]any {
@@ -114,7 +115,20 @@ func TestNewHandlerNilBase(t *testing.T) {
 
 func TestNewContextNilHandler(t *testing.T) {
 	ctx := context.Background()
-	if got := logctx.NewContext(ctx, nil, "m", nil); got != ctx {
+	if got := logctx.NewContext(ctx, nil, "m", nil, time.Time{}); got != ctx {
 		t.Error("NewContext with a nil handler: want ctx unchanged")
+	}
+}
+
+type otherKey struct{}
+
+func TestStart(t *testing.T) {
+	start := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	ctx := logctx.NewContext(context.Background(), slog.DiscardHandler, "m", nil, start)
+	if got := logctx.Start(context.WithValue(ctx, otherKey{}, 1)); !got.Equal(start) {
+		t.Errorf("Start of a call's context: got %v, want %v", got, start)
+	}
+	if got := logctx.Start(context.Background()); !got.IsZero() {
+		t.Errorf("Start outside a call: got %v, want zero", got)
 	}
 }
