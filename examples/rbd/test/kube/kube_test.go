@@ -35,6 +35,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/csikit/csikit/examples/rbd/internal/cephtest"
+	"github.com/csikit/csikit/k8s/keys"
 	"github.com/csikit/csikit/sanity/kube"
 )
 
@@ -85,11 +86,14 @@ func TestKube(t *testing.T) {
 
 	// The volumes of the scenarios below: every one is deleted by "delete"
 	// at the end, which then finds the pool empty.
-	t.Run("pvc-bound", func(t *testing.T) { h.with(t).bound("vol", "64Mi") })
+	if !t.Run("pvc-bound", func(t *testing.T) { h.with(t).bound("vol", "64Mi") }) {
+		return // the rest needs a volume
+	}
 	t.Run("snapshot-restore", func(t *testing.T) { h.with(t).snapshotRestore("vol") })
 	t.Run("clone", func(t *testing.T) { h.with(t).clone("vol") })
 	t.Run("expand", func(t *testing.T) { h.with(t).expand() })
 	t.Run("reclaim-delete", func(t *testing.T) { h.with(t).reclaimDelete() })
+	t.Run("malformed-key", func(t *testing.T) { h.with(t).malformedKey() })
 	t.Run("delete", func(t *testing.T) { h.with(t).deleteAll() })
 	if p := env.Process("rbd"); p.Starts() != 1 {
 		t.Errorf("the driver was started %d times, want 1 (it crashed)", p.Starts())
@@ -346,6 +350,49 @@ func (h *h) reclaimDelete() {
 			h.t.Errorf("journal object %s of deleted PV %s left", o, pv.Name)
 		}
 	}
+}
+
+// malformedKey provisions with a Secret whose key is base64 letters but no
+// cephx key: CreateVolume answers InvalidArgument, and neither the event
+// nor the driver's log shows the key (librados prints a key it cannot
+// decode, so the driver must refuse it before librados sees it).
+func (h *h) malformedKey() {
+	const key = "AQBr0wJnAAAAABAAnotAcephxKeyButBase64Letters=="
+	_, err := h.env.Client.CoreV1().Secrets(secretNS).Create(h.ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "malformed", Namespace: secretNS},
+		StringData: map[string]string{"userID": "kubernetes", "userKey": key},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	_, err = h.env.Client.StorageV1().StorageClasses().Create(h.ctx, &storagev1.StorageClass{
+		ObjectMeta:  metav1.ObjectMeta{Name: "malformed"},
+		Provisioner: driverName,
+		Parameters: map[string]string{"pool": h.pool,
+			keys.ProvisionerSecretName: "malformed", keys.ProvisionerSecretNamespace: secretNS},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.pvc("malformed", "16Mi", func(c *corev1.PersistentVolumeClaim) { c.Spec.StorageClassName = ptr.To("malformed") })
+	var msg string
+	kube.WaitFor(h.t, wait, "ProvisioningFailed on PVC malformed", func(ctx context.Context) (bool, string, error) {
+		msg = h.env.Events(ctx, ns, "malformed")
+		return strings.Contains(msg, "ProvisioningFailed"), msg, nil
+	})
+	if !strings.Contains(msg, "InvalidArgument") {
+		h.t.Errorf("events: got %q, want a ProvisioningFailed with InvalidArgument", msg)
+	}
+	log, err := os.ReadFile(h.env.Process("rbd").LogPath)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	for what, text := range map[string]string{"the events": msg, "the driver's log": string(log)} {
+		if strings.Contains(text, key[8:]) {
+			h.t.Errorf("the Secret's key appears in %s", what)
+		}
+	}
+	h.deletePVC("malformed")
 }
 
 // deleteAll deletes every claim and the snapshot, the source first (it
