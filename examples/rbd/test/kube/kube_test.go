@@ -395,27 +395,32 @@ func (h *h) malformedKey() {
 	h.deletePVC("malformed")
 }
 
-// deleteAll deletes every claim and the snapshot, the source first (it
-// still has a snapshot and two clones), and waits for every PV and
-// snapshot content to go: then the pool holds no image, no trash entry and
+// deleteAll deletes the source claim first, while it still has a
+// snapshot and two clones: its PV goes and its image is hidden as
+// csi-del-<k><hex> (README). Then the snapshot, then the clones and the
+// rest: once every PV and snapshot content is gone, the pool holds no
+// image (the hidden one reaped with its last clone), no trash entry and
 // no journal object.
 func (h *h) deleteAll() {
+	src := h.pvOf("vol")
+	srcImage := imageOf(h.t, src.Spec.CSI.VolumeHandle)
 	before := h.contents()
-	if len(before.Images) == 0 {
-		h.t.Fatal("no images before the deletes: the scenarios above made none")
+	if !slices.Contains(before.Images, srcImage) {
+		h.t.Fatalf("source image %s not in the pool before the deletes: %+v", srcImage, before)
 	}
 	pvs, err := h.env.Client.CoreV1().PersistentVolumes().List(h.ctx, metav1.ListOptions{})
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	for _, name := range []string{"vol", "restore", "clone", "grow"} {
-		h.deletePVC(name)
+	h.deletePVC("vol")
+	h.env.WaitPVDeleted(h.t, wait, src.Name)
+	hidden := "csi-del-" + strings.TrimPrefix(srcImage, "csi-vol-")
+	if got := h.contents(); slices.Contains(got.Images, srcImage) || !slices.Contains(got.Images, hidden) {
+		h.t.Errorf("after deleting the source with a snapshot and clones: got images %v, want %s hidden as %s", got.Images, srcImage, hidden)
 	}
+
 	if err := h.env.Snapshots.SnapshotV1().VolumeSnapshots(ns).Delete(h.ctx, "snap", metav1.DeleteOptions{}); err != nil {
 		h.t.Fatal(err)
-	}
-	for _, pv := range pvs.Items {
-		h.env.WaitPVDeleted(h.t, wait, pv.Name)
 	}
 	kube.WaitFor(h.t, wait, "every VolumeSnapshotContent deleted", func(ctx context.Context) (bool, string, error) {
 		l, err := h.env.Snapshots.SnapshotV1().VolumeSnapshotContents().List(ctx, metav1.ListOptions{})
@@ -424,6 +429,13 @@ func (h *h) deleteAll() {
 		}
 		return len(l.Items) == 0, fmt.Sprintf("%d left", len(l.Items)), nil
 	})
+
+	for _, name := range []string{"restore", "clone", "grow"} {
+		h.deletePVC(name)
+	}
+	for _, pv := range pvs.Items {
+		h.env.WaitPVDeleted(h.t, wait, pv.Name)
+	}
 	if got := h.contents(); !got.Empty() {
 		h.t.Errorf("pool %s after every PV and snapshot was deleted: got %+v, want no image, trash or journal object (before: %+v)", h.pool, got, before)
 	}
