@@ -14,9 +14,9 @@ import (
 	"github.com/csikit/csikit/idempotency"
 )
 
-// Admin returns a connection as client.admin (key from AdminKeyring, no
-// file handed to librados), shut down on t's Cleanup.
-func Admin(t testing.TB, c Cluster) *rados.Conn {
+// AdminSecrets are CSI secrets (userID, userKey) of client.admin, read
+// from AdminKeyring.
+func AdminSecrets(t testing.TB, c Cluster) map[string]string {
 	t.Helper()
 	kr, err := os.ReadFile(c.AdminKeyring)
 	if err != nil {
@@ -26,11 +26,19 @@ func Admin(t testing.TB, c Cluster) *rados.Conn {
 	if m == nil {
 		t.Fatal("no key in the admin keyring")
 	}
+	return map[string]string{"userID": "admin", "userKey": string(m[1])}
+}
+
+// Admin returns a connection as client.admin (key from AdminKeyring, no
+// file handed to librados), shut down on t's Cleanup.
+func Admin(t testing.TB, c Cluster) *rados.Conn {
+	t.Helper()
+	key := AdminSecrets(t, c)["userKey"]
 	conn, err := rados.NewConnWithUser("admin")
 	if err != nil {
 		t.Fatal(err)
 	}
-	for k, v := range map[string]string{"mon_host": c.Monitors, "key": string(m[1]), "keyring": "", "admin_socket": ""} {
+	for k, v := range map[string]string{"mon_host": c.Monitors, "key": key, "keyring": "", "admin_socket": ""} {
 		if err := conn.SetConfigOption(k, v); err != nil {
 			t.Fatal(err)
 		}
