@@ -59,21 +59,7 @@ func driverBinary(t *testing.T) string {
 // the end. It returns the pool and the admin's CSI secrets.
 func scratchPool(t *testing.T, c cephtest.Cluster) (string, map[string]string) {
 	t.Helper()
-	conn := cephtest.Admin(t, c)
-	pool := "t-" + idempotency.RandomID("")[:12]
-	if err := conn.MakePool(pool); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.DeletePool(pool) }) // before Admin's Shutdown (LIFO)
-	io, err := conn.OpenIOContext(pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer io.Destroy()
-	if err := rbd.PoolInit(io, true); err != nil {
-		t.Fatal(err)
-	}
-	return pool, cephtest.AdminSecrets(t, c)
+	return cephtest.NewPool(t, cephtest.Admin(t, c)), cephtest.AdminSecrets(t, c)
 }
 
 // poolImages lists the CSI images of pool.

@@ -186,3 +186,15 @@ func (e *Env) Events(ctx context.Context, namespace, name string) string {
 	}
 	return strings.Join(out, " | ")
 }
+
+// FileSystemResizePending reports whether the claim waits for the node
+// step of an expansion (kubelet's NodeExpandVolume): the controller step
+// is done and the PV has grown, the claim's capacity not yet.
+func FileSystemResizePending(c *corev1.PersistentVolumeClaim) bool {
+	for _, cond := range c.Status.Conditions {
+		if cond.Type == corev1.PersistentVolumeClaimFileSystemResizePending && cond.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}

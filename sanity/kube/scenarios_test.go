@@ -241,17 +241,17 @@ func expand(h *h, o observer, nodeParam bool) {
 			return false, "", err
 		}
 		state := fmt.Sprintf("capacity %d, conditions %+v; events: %s", capOf(c), c.Status.Conditions, h.events(ctx, name))
-		return capOf(c) == 2<<30 || resizePending(c), state, nil
+		return capOf(c) == 2<<30 || kube.FileSystemResizePending(c), state, nil
 	})
 	needNode := o.expandNeedsNode(pv.Spec.CSI.VolumeHandle)
 	if h.fake && needNode != nodeParam {
 		h.t.Errorf("fake driver NodeExpansionRequired: got %v, want %v", needNode, nodeParam)
 	}
-	if needNode && (!resizePending(c) || capOf(c) != 1<<30) {
-		h.t.Errorf("driver needs the node step: got PVC capacity %d, FileSystemResizePending %v; want %d and true", capOf(c), resizePending(c), 1<<30)
+	if needNode && (!kube.FileSystemResizePending(c) || capOf(c) != 1<<30) {
+		h.t.Errorf("driver needs the node step: got PVC capacity %d, FileSystemResizePending %v; want %d and true", capOf(c), kube.FileSystemResizePending(c), 1<<30)
 	}
-	if !needNode && (resizePending(c) || capOf(c) != 2<<30) {
-		h.t.Errorf("driver needs no node step: got PVC capacity %d, FileSystemResizePending %v; want %d and false", capOf(c), resizePending(c), 2<<30)
+	if !needNode && (kube.FileSystemResizePending(c) || capOf(c) != 2<<30) {
+		h.t.Errorf("driver needs no node step: got PVC capacity %d, FileSystemResizePending %v; want %d and false", capOf(c), kube.FileSystemResizePending(c), 2<<30)
 	}
 	got, err := h.env.Client.CoreV1().PersistentVolumes().Get(h.ctx, pv.Name, metav1.GetOptions{})
 	if err != nil {
@@ -267,15 +267,6 @@ func expand(h *h, o observer, nodeParam bool) {
 	if v := o.volume(pv.Spec.CSI.VolumeHandle); v == nil || v.CapacityBytes != 2<<30 {
 		h.t.Errorf("driver volume: got %v, want capacity %d", v, 2<<30)
 	}
-}
-
-func resizePending(c *corev1.PersistentVolumeClaim) bool {
-	for _, cond := range c.Status.Conditions {
-		if cond.Type == corev1.PersistentVolumeClaimFileSystemResizePending && cond.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
 
 // attachDetach: a Pod on the fake Node makes the attach/detach controller

@@ -50,19 +50,14 @@ func Admin(t testing.TB, c Cluster) *rados.Conn {
 	return conn
 }
 
-// TenantPool makes an rbd pool of the test's own and a Ceph user allowed
-// only that pool (the caps deploy/secret.yaml documents), both removed on
-// t's Cleanup. It returns the pool and the user's CSI secrets (userID,
-// userKey). With its own pool a test can assert on every image, trash
-// entry and journal object in it.
-func TenantPool(t testing.TB, c Cluster) (string, map[string]string) {
+// NewPool makes an rbd-initialized pool named t-<random> through conn,
+// deleted on t's Cleanup (register it after conn's Shutdown).
+func NewPool(t testing.TB, conn *rados.Conn) string {
 	t.Helper()
-	conn := Admin(t, c)
 	pool := "t-" + idempotency.RandomID("")[:12]
 	if err := conn.MakePool(pool); err != nil {
 		t.Fatal(err)
 	}
-	// Registered before the user's: runs after it (Cleanup is LIFO).
 	t.Cleanup(func() {
 		if err := conn.DeletePool(pool); err != nil {
 			t.Errorf("delete pool %s: %v", pool, err)
@@ -76,6 +71,18 @@ func TenantPool(t testing.TB, c Cluster) (string, map[string]string) {
 	if err := rbd.PoolInit(io, true); err != nil {
 		t.Fatal(err)
 	}
+	return pool
+}
+
+// TenantPool makes an rbd pool of the test's own and a Ceph user allowed
+// only that pool (the caps deploy/secret.yaml documents), both removed on
+// t's Cleanup. It returns the pool and the user's CSI secrets (userID,
+// userKey). With its own pool a test can assert on every image, trash
+// entry and journal object in it.
+func TenantPool(t testing.TB, c Cluster) (string, map[string]string) {
+	t.Helper()
+	conn := Admin(t, c)
+	pool := NewPool(t, conn) // deleted after the user (Cleanup is LIFO)
 	user := "u-" + pool
 	entity := "client." + user
 	out, err := monCommand(conn, map[string]any{"prefix": "auth get-or-create", "entity": entity, "format": "json",

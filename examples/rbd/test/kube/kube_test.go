@@ -307,7 +307,7 @@ func (h *h) expand() {
 			return false, "", err
 		}
 		q := got.Spec.Capacity[corev1.ResourceStorage]
-		return q.Value() == 128<<20 && resizePending(c), fmt.Sprintf("PV capacity %s, PVC conditions %+v; events: %s",
+		return q.Value() == 128<<20 && kube.FileSystemResizePending(c), fmt.Sprintf("PV capacity %s, PVC conditions %+v; events: %s",
 			q.String(), c.Status.Conditions, h.env.Events(ctx, ns, "grow")), nil
 	})
 	c, err := h.env.Client.CoreV1().PersistentVolumeClaims(ns).Get(h.ctx, "grow", metav1.GetOptions{})
@@ -320,15 +320,6 @@ func (h *h) expand() {
 	if got := h.imageSize(imageOf(h.t, pv.Spec.CSI.VolumeHandle)); got != 128<<20 {
 		h.t.Errorf("image after ControllerExpandVolume: got %d bytes, want %d", got, 128<<20)
 	}
-}
-
-func resizePending(c *corev1.PersistentVolumeClaim) bool {
-	for _, cond := range c.Status.Conditions {
-		if cond.Type == corev1.PersistentVolumeClaimFileSystemResizePending && cond.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
 
 // reclaimDelete deletes a claim of a Delete class on its own: the PV goes,
