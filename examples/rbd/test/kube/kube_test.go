@@ -26,6 +26,7 @@ import (
 
 	"github.com/ceph/go-ceph/rados"
 	"github.com/ceph/go-ceph/rbd"
+	"github.com/container-storage-interface/spec/lib/go/csi"
 	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -66,8 +67,11 @@ func TestKube(t *testing.T) {
 
 	dir := t.TempDir()
 	sock := filepath.Join(dir, "csi.sock")
+	// The sidecars reach the driver through a recording proxy, to check
+	// which secrets each call carried.
+	proxy := kube.StartProxy(t, "unix://"+sock)
 	env := kube.Start(t, kube.Options{
-		Endpoint: "unix://" + sock, DriverName: driverName, NodeName: "node-1", BinDir: binDir,
+		Endpoint: proxy.Endpoint, DriverName: driverName, NodeName: "node-1", BinDir: binDir,
 		Timeout: 30 * time.Second, // CreateVolume of a clone can take a few seconds on a loaded host
 		Driver: &kube.ProcessOptions{
 			Name: "rbd", Path: bin, Restart: true,
@@ -95,8 +99,42 @@ func TestKube(t *testing.T) {
 	t.Run("reclaim-delete", func(t *testing.T) { h.with(t).reclaimDelete() })
 	t.Run("malformed-key", func(t *testing.T) { h.with(t).malformedKey() })
 	t.Run("delete", func(t *testing.T) { h.with(t).deleteAll() })
+	assertSecrets(t, proxy.Recorder, secrets)
 	if p := env.Process("rbd"); p.Starts() != 1 {
 		t.Errorf("the driver was started %d times, want 1 (it crashed)", p.Starts())
+	}
+}
+
+// assertSecrets checks that every controller call the sidecars made
+// carried the tenant's Secret (or, for the malformed-key class's
+// CreateVolume, that Secret), and that no secret reference reached the
+// driver as a parameter.
+func assertSecrets(t *testing.T, rec *kube.Recorder, want map[string]string) {
+	t.Helper()
+	type withSecrets interface{ GetSecrets() map[string]string }
+	for _, m := range []string{csi.Controller_CreateVolume_FullMethodName, csi.Controller_DeleteVolume_FullMethodName,
+		csi.Controller_CreateSnapshot_FullMethodName, csi.Controller_DeleteSnapshot_FullMethodName,
+		csi.Controller_ControllerExpandVolume_FullMethodName} {
+		calls := rec.Calls(m)
+		if len(calls) == 0 {
+			t.Errorf("the driver got no %s", m)
+		}
+		for _, c := range calls {
+			got := c.Request.(withSecrets).GetSecrets()
+			if cv, ok := c.Request.(*csi.CreateVolumeRequest); ok {
+				if got["userID"] == "kubernetes" { // malformed-key
+					continue
+				}
+				for k := range cv.GetParameters() {
+					if keys.IsSecretRef(k) {
+						t.Errorf("CreateVolume %s: parameter %s reached the driver", cv.GetName(), k)
+					}
+				}
+			}
+			if len(got) != len(want) || got["userID"] != want["userID"] || got["userKey"] != want["userKey"] {
+				t.Errorf("%s: got %d secrets (userID %q), want the tenant's Secret (userID %q)", m, len(got), got["userID"], want["userID"])
+			}
+		}
 	}
 }
 
