@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -60,44 +59,7 @@ func driverBinary(t *testing.T) string {
 // the end. It returns the pool and the admin's CSI secrets.
 func scratchPool(t *testing.T, c cephtest.Cluster) (string, map[string]string) {
 	t.Helper()
-	kr, err := os.ReadFile(c.AdminKeyring)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := regexp.MustCompile(`key = (\S+)`).FindSubmatch(kr)
-	if m == nil {
-		t.Fatal("no key in the admin keyring")
-	}
-	key := string(m[1])
-	conn, err := rados.NewConnWithUser("admin")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range map[string]string{"mon_host": c.Monitors, "key": key, "keyring": "", "admin_socket": ""} {
-		if err := conn.SetConfigOption(k, v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := conn.Connect(); err != nil {
-		t.Fatal(err)
-	}
-	pool := "t-" + idempotency.RandomID("")[:12]
-	if err := conn.MakePool(pool); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = conn.DeletePool(pool)
-		conn.Shutdown()
-	})
-	io, err := conn.OpenIOContext(pool)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer io.Destroy()
-	if err := rbd.PoolInit(io, true); err != nil {
-		t.Fatal(err)
-	}
-	return pool, map[string]string{"userID": "admin", "userKey": key}
+	return cephtest.NewPool(t, cephtest.Admin(t, c)), cephtest.AdminSecrets(t, c)
 }
 
 // poolImages lists the CSI images of pool.

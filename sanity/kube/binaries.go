@@ -73,21 +73,41 @@ type BuildOptions struct {
 // builds the module's tool block into it with one `go build` (a cold build
 // takes minutes; later builds reuse the Go build cache).
 func EnsureBinaries(ctx context.Context, o BuildOptions) (string, error) {
+	if err := o.defaults(); err != nil {
+		return "", err
+	}
+	return ensureTools(ctx, o, binaryNames())
+}
+
+// BinariesDir returns the directory EnsureBinaries builds into and reuses
+// for this module's go.mod and go.sum, without building anything. A test
+// that must not spend minutes on a cold build (one with its own timeout,
+// or in a module that does not build the tools itself) checks
+// MissingBinaries(dir) and skips, or fails in CI, when they are not built;
+// `go run ./internal/buildtools` in this module builds them.
+func BinariesDir(o BuildOptions) (string, error) {
+	if err := o.defaults(); err != nil {
+		return "", err
+	}
+	return toolsDir(o)
+}
+
+func (o *BuildOptions) defaults() error {
 	if o.ModuleDir == "" {
 		d, err := ModuleDir()
 		if err != nil {
-			return "", err
+			return err
 		}
 		o.ModuleDir = d
 	}
 	if o.CacheDir == "" {
 		c, err := os.UserCacheDir()
 		if err != nil {
-			return "", fmt.Errorf("kube: no cache directory (set BuildOptions.CacheDir): %w", err)
+			return fmt.Errorf("kube: no cache directory (set BuildOptions.CacheDir): %w", err)
 		}
 		o.CacheDir = filepath.Join(c, "csikit-kube")
 	}
-	return ensureTools(ctx, o, binaryNames())
+	return nil
 }
 
 // EnsureRuntimeBinaries is EnsureBinaries for the container runtime of the
@@ -96,21 +116,10 @@ func EnsureBinaries(ctx context.Context, o BuildOptions) (string, error) {
 // <CacheDir>/runtime/<hash>. BuildOptions.ModuleDir is the kube module's
 // directory, as for EnsureBinaries.
 func EnsureRuntimeBinaries(ctx context.Context, o BuildOptions) (string, error) {
-	if o.ModuleDir == "" {
-		d, err := ModuleDir()
-		if err != nil {
-			return "", err
-		}
-		o.ModuleDir = d
+	if err := o.defaults(); err != nil {
+		return "", err
 	}
 	o.ModuleDir = filepath.Join(o.ModuleDir, "runtime")
-	if o.CacheDir == "" {
-		c, err := os.UserCacheDir()
-		if err != nil {
-			return "", fmt.Errorf("kube: no cache directory (set BuildOptions.CacheDir): %w", err)
-		}
-		o.CacheDir = filepath.Join(c, "csikit-kube")
-	}
 	o.CacheDir = filepath.Join(o.CacheDir, "runtime")
 	return ensureTools(ctx, o, runtimeBinaryNames())
 }
@@ -118,15 +127,10 @@ func EnsureRuntimeBinaries(ctx context.Context, o BuildOptions) (string, error) 
 // ensureTools builds the tool block of o.ModuleDir into
 // <o.CacheDir>/<hash>, unless names are all there already.
 func ensureTools(ctx context.Context, o BuildOptions, names []string) (string, error) {
-	h := sha256.New()
-	for _, f := range []string{"go.mod", "go.sum"} {
-		b, err := os.ReadFile(filepath.Join(o.ModuleDir, f))
-		if err != nil {
-			return "", fmt.Errorf("kube: %w", err)
-		}
-		h.Write(b)
+	dir, err := toolsDir(o)
+	if err != nil {
+		return "", err
 	}
-	dir := filepath.Join(o.CacheDir, hex.EncodeToString(h.Sum(nil))[:16])
 	if missing := missingIn(dir, names); len(missing) == 0 {
 		return dir, nil
 	}
@@ -152,6 +156,19 @@ func ensureTools(ctx context.Context, o BuildOptions, names []string) (string, e
 	}
 	removeStale(o.CacheDir, filepath.Base(dir))
 	return dir, nil
+}
+
+// toolsDir is <o.CacheDir>/<hash of o.ModuleDir's go.mod and go.sum>.
+func toolsDir(o BuildOptions) (string, error) {
+	h := sha256.New()
+	for _, f := range []string{"go.mod", "go.sum"} {
+		b, err := os.ReadFile(filepath.Join(o.ModuleDir, f))
+		if err != nil {
+			return "", fmt.Errorf("kube: %w", err)
+		}
+		h.Write(b)
+	}
+	return filepath.Join(o.CacheDir, hex.EncodeToString(h.Sum(nil))[:16]), nil
 }
 
 // removeStale deletes binary directories of other go.mod/go.sum versions

@@ -49,9 +49,19 @@ func TestEnsureBinariesBuildsToolBlockOnce(t *testing.T) {
 		t.Errorf("MissingBinaries of an empty dir: got %v, want all %d", m, len(names))
 	}
 
+	want, err := kube.BinariesDir(kube.BuildOptions{ModuleDir: mod, CacheDir: cache})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := kube.MissingBinaries(want); len(m) != len(names) {
+		t.Errorf("BinariesDir before a build: got %s missing %v, want all %d missing (nothing built)", want, m, len(names))
+	}
 	dir, err := kube.EnsureBinaries(context.Background(), kube.BuildOptions{ModuleDir: mod, CacheDir: cache})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if dir != want {
+		t.Errorf("EnsureBinaries built into %s, BinariesDir said %s", dir, want)
 	}
 	if m := kube.MissingBinaries(dir); len(m) != 0 {
 		t.Fatalf("after EnsureBinaries: got missing %v, want none", m)
@@ -75,6 +85,9 @@ func TestEnsureBinariesBuildsToolBlockOnce(t *testing.T) {
 	// A changed go.mod is a new cache key.
 	if err := os.WriteFile(filepath.Join(mod, "go.mod"), []byte(strings.Replace(gomod, "go 1.26.0", "go 1.26.0\n// changed", 1)), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	if next, err := kube.BinariesDir(kube.BuildOptions{ModuleDir: mod, CacheDir: cache}); err != nil || next == dir {
+		t.Errorf("BinariesDir after a go.mod change: got %q, %v; want a new directory", next, err)
 	}
 	third, err := kube.EnsureBinaries(context.Background(), kube.BuildOptions{ModuleDir: mod, CacheDir: cache})
 	if err != nil || third == dir {

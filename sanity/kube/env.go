@@ -36,9 +36,10 @@ type Env struct {
 	// Opts are the options in force, defaults filled in.
 	Opts Options
 
-	mu    sync.Mutex
-	procs []*Process
-	node  *node // the kubelet mode (Options.Kubelet)
+	mu     sync.Mutex
+	procs  []*Process
+	driver *Process // Options.Driver
+	node   *node    // the kubelet mode (Options.Kubelet)
 }
 
 // Start starts etcd, kube-apiserver, kube-controller-manager,
@@ -90,6 +91,23 @@ func start(t testing.TB, opts Options) (*Env, error) {
 	e := &Env{Dir: dir, Opts: opts, Kubeconfig: filepath.Join(dir, "kubeconfig")}
 	t.Cleanup(func() { e.stop(t) })
 
+	if opts.Driver != nil {
+		// First: the driver initializes while the control plane starts.
+		do := *opts.Driver
+		if do.LogDir == "" {
+			do.LogDir = dir
+		}
+		if do.StopGrace <= 0 {
+			do.StopGrace = opts.StopGrace
+		}
+		p, err := StartProcess(do)
+		if err != nil {
+			return nil, err
+		}
+		e.mu.Lock()
+		e.procs, e.driver = append(e.procs, p), p
+		e.mu.Unlock()
+	}
 	token, err := controlPlaneFiles(dir)
 	if err != nil {
 		return nil, err
@@ -252,14 +270,16 @@ func (e *Env) stop(t testing.TB) {
 		}
 	}
 	e.mu.Lock()
-	procs := e.procs
+	procs, drv := e.procs, e.driver
 	e.procs = nil
 	e.mu.Unlock()
-	// Sidecars and controllers in parallel; then the API server, then etcd.
+	// Sidecars and controllers in parallel; then, newest first, the API
+	// server, etcd and Options.Driver (started first: no sidecar calls it
+	// any more).
 	var wg sync.WaitGroup
 	var core []*Process
 	for _, p := range procs {
-		if p.Name == BinAPIServer || p.Name == BinEtcd {
+		if p.Name == BinAPIServer || p.Name == BinEtcd || p == drv {
 			core = append(core, p)
 			continue
 		}

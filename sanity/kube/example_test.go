@@ -2,9 +2,11 @@ package kube_test
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/csikit/csikit"
@@ -35,4 +37,28 @@ func ExampleEnsureBinaries() {
 		panic(err)
 	}
 	_ = kube.MissingBinaries(dir) // empty
+}
+
+// A driver binary runs as part of the environment; the driver's deploy/
+// manifests are applied with the test's own credentials and pool.
+func ExampleOptions_driver() {
+	var t *testing.T // the test's *testing.T
+	sock := "/tmp/csi-example/csi.sock"
+	env := kube.Start(t, kube.Options{
+		Endpoint: "unix://" + sock, DriverName: "block.vendor.example",
+		Driver: &kube.ProcessOptions{Name: "mydriver", Path: "/path/to/mydriver", Restart: true,
+			Args: []string{"--endpoint=unix://" + sock, "--nodeid=node-1"}},
+	})
+	manifest, _ := os.ReadFile("deploy/storageclass.yaml")
+	err := env.Apply(context.Background(), manifest, func(obj any) error {
+		if sc, ok := obj.(*storagev1.StorageClass); ok {
+			sc.Parameters["pool"] = "test-pool"
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, pv := env.WaitPVCBound(t, time.Minute, "default", "data") // after creating a PVC "data"
+	_ = pv.Spec.CSI.VolumeHandle
 }

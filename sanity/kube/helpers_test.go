@@ -5,7 +5,6 @@ import (
 
 	"fmt"
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"strings"
 	"testing"
 	"time"
 
@@ -97,22 +96,11 @@ func (h *h) pvc(name, sc, size string, mutate func(*corev1.PersistentVolumeClaim
 	return c
 }
 
-// bound waits for the PVC to be Bound and returns it with its PV.
+// bound waits for the PVC to be Bound and returns it with its PV, a CSI
+// volume of the environment's driver.
 func (h *h) bound(name string) (*corev1.PersistentVolumeClaim, *corev1.PersistentVolume) {
 	h.t.Helper()
-	var c *corev1.PersistentVolumeClaim
-	kube.WaitFor(h.t, wait, "PVC "+name+" Bound", func(ctx context.Context) (bool, string, error) {
-		var err error
-		c, err = h.env.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, "", err
-		}
-		return c.Status.Phase == corev1.ClaimBound, fmt.Sprintf("phase %s; events: %s", c.Status.Phase, h.events(ctx, name)), nil
-	})
-	pv, err := h.env.Client.CoreV1().PersistentVolumes().Get(h.ctx, c.Spec.VolumeName, metav1.GetOptions{})
-	if err != nil {
-		h.t.Fatalf("get PV %s of PVC %s: %v", c.Spec.VolumeName, name, err)
-	}
+	c, pv := h.env.WaitPVCBound(h.t, wait, ns, name)
 	if pv.Spec.CSI == nil || pv.Spec.CSI.Driver != h.env.Opts.DriverName {
 		h.t.Fatalf("PV %s: got CSI source %+v, want driver %s", pv.Name, pv.Spec.CSI, h.env.Opts.DriverName)
 	}
@@ -140,18 +128,7 @@ func (h *h) event(name, reason string) string {
 	return msg
 }
 
-func (h *h) events(ctx context.Context, name string) string {
-	evs, err := h.env.Client.CoreV1().Events(ns).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("involvedObject.name", name).String()})
-	if err != nil {
-		return err.Error()
-	}
-	var out []string
-	for _, e := range evs.Items {
-		out = append(out, e.Reason+": "+e.Message)
-	}
-	return strings.Join(out, " | ")
-}
+func (h *h) events(ctx context.Context, name string) string { return h.env.Events(ctx, ns, name) }
 
 func (h *h) deletePVC(name string) {
 	h.t.Helper()

@@ -10,13 +10,10 @@ import (
 	"testing"
 	"time"
 
-	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/csikit/csikit/sanity/kube"
 )
@@ -171,73 +168,8 @@ func applyManifest(t *testing.T, env *kube.Env, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	for i, doc := range strings.Split("\n"+string(b), "\n---") {
-		var meta metav1.TypeMeta
-		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
-			t.Fatalf("%s document %d: %v", name, i, err)
-		}
-		if meta.Kind == "" {
-			continue // comments only
-		}
-		var obj any
-		var create func() error
-		c := env.Client
-		switch meta.Kind {
-		case "Namespace":
-			o := &corev1.Namespace{}
-			obj, create = o, func() error { _, err := c.CoreV1().Namespaces().Create(ctx, o, metav1.CreateOptions{}); return err }
-		case "ServiceAccount":
-			o := &corev1.ServiceAccount{}
-			obj, create = o, func() error {
-				_, err := c.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-				return err
-			}
-		case "ClusterRole":
-			o := &rbacv1.ClusterRole{}
-			obj, create = o, func() error { _, err := c.RbacV1().ClusterRoles().Create(ctx, o, metav1.CreateOptions{}); return err }
-		case "ClusterRoleBinding":
-			o := &rbacv1.ClusterRoleBinding{}
-			obj, create = o, func() error {
-				_, err := c.RbacV1().ClusterRoleBindings().Create(ctx, o, metav1.CreateOptions{})
-				return err
-			}
-		case "Role":
-			o := &rbacv1.Role{}
-			obj, create = o, func() error {
-				_, err := c.RbacV1().Roles(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-				return err
-			}
-		case "RoleBinding":
-			o := &rbacv1.RoleBinding{}
-			obj, create = o, func() error {
-				_, err := c.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-				return err
-			}
-		case "CSIDriver":
-			o := &storagev1.CSIDriver{}
-			obj, create = o, func() error { _, err := c.StorageV1().CSIDrivers().Create(ctx, o, metav1.CreateOptions{}); return err }
-		case "StorageClass":
-			o := &storagev1.StorageClass{}
-			obj, create = o, func() error {
-				_, err := c.StorageV1().StorageClasses().Create(ctx, o, metav1.CreateOptions{})
-				return err
-			}
-		case "VolumeSnapshotClass":
-			o := &snapv1.VolumeSnapshotClass{}
-			obj, create = o, func() error {
-				_, err := env.Snapshots.SnapshotV1().VolumeSnapshotClasses().Create(ctx, o, metav1.CreateOptions{})
-				return err
-			}
-		default:
-			t.Fatalf("applyManifest %s: kind %s not supported", name, meta.Kind)
-		}
-		if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
-			t.Fatalf("%s document %d (%s): %v", name, i, meta.Kind, err)
-		}
-		if err := create(); err != nil {
-			t.Fatalf("%s: create %s: %v", name, meta.Kind, err)
-		}
+	if err := env.Apply(context.Background(), b, nil); err != nil {
+		t.Fatalf("%s: %v", name, err)
 	}
 }
 

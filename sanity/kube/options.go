@@ -38,6 +38,14 @@ type Options struct {
 	Timeout time.Duration
 	// ExtraArgs adds flags per process name (e.g. "csi-provisioner").
 	ExtraArgs map[string][]string
+	// Driver, when set, is a driver binary the environment runs as one of
+	// its processes (StartProcess with these options): started before the
+	// control plane, its log in Dir (when LogDir is empty) with its tail
+	// printed when the test fails, stopped after the sidecars on Cleanup,
+	// and reachable as Process(Driver.Name) to kill or inspect. Its Args
+	// must make it serve Endpoint. Leave it nil for a driver served
+	// in-process (ServeDriver) or one the test runs itself.
+	Driver *ProcessOptions
 	// Kubelet, when set, turns on the kubelet mode: a real node (containerd,
 	// kubelet, kube-scheduler) instead of the fake Node, so pods run and the
 	// driver's node side is called by kubelet. See KubeletOptions.

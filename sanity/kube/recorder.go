@@ -39,11 +39,15 @@ func (r *Recorder) Interceptor() grpc.UnaryServerInterceptor {
 		if m, ok := resp.(proto.Message); ok && err == nil {
 			c.Response = proto.Clone(m)
 		}
-		r.mu.Lock()
-		r.calls = append(r.calls, c)
-		r.mu.Unlock()
+		r.add(c)
 		return resp, err
 	}
+}
+
+func (r *Recorder) add(c Call) {
+	r.mu.Lock()
+	r.calls = append(r.calls, c)
+	r.mu.Unlock()
 }
 
 // Calls returns the recorded calls of a full method name

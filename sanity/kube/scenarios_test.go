@@ -170,21 +170,10 @@ func snapshotRestore(h *h, o observer) {
 	if err != nil {
 		h.t.Fatalf("create VolumeSnapshot: %v", err)
 	}
-	var vs *snapv1.VolumeSnapshot
-	kube.WaitFor(h.t, wait, "VolumeSnapshot ready", func(ctx context.Context) (bool, string, error) {
-		vs, err = h.env.Snapshots.SnapshotV1().VolumeSnapshots(ns).Get(ctx, "snap", metav1.GetOptions{})
-		if err != nil {
-			return false, "", err
-		}
-		return vs.Status != nil && vs.Status.ReadyToUse != nil && *vs.Status.ReadyToUse, fmt.Sprintf("status %+v; events: %s", vs.Status, h.events(ctx, "snap")), nil
-	})
+	vs, content := h.env.WaitSnapshotReady(h.t, wait, ns, "snap")
 	calls := o.snapshotsOf(srcPV.Spec.CSI.VolumeHandle)
 	if len(calls) == 0 {
 		h.t.Fatalf("driver got no CreateSnapshot of volume %s", srcPV.Spec.CSI.VolumeHandle)
-	}
-	content, err := h.env.Snapshots.SnapshotV1().VolumeSnapshotContents().Get(h.ctx, *vs.Status.BoundVolumeSnapshotContentName, metav1.GetOptions{})
-	if err != nil {
-		h.t.Fatalf("get VolumeSnapshotContent: %v", err)
 	}
 	handle := ptr.Deref(content.Status.SnapshotHandle, "")
 	if handle == "" {
@@ -252,17 +241,17 @@ func expand(h *h, o observer, nodeParam bool) {
 			return false, "", err
 		}
 		state := fmt.Sprintf("capacity %d, conditions %+v; events: %s", capOf(c), c.Status.Conditions, h.events(ctx, name))
-		return capOf(c) == 2<<30 || resizePending(c), state, nil
+		return capOf(c) == 2<<30 || kube.FileSystemResizePending(c), state, nil
 	})
 	needNode := o.expandNeedsNode(pv.Spec.CSI.VolumeHandle)
 	if h.fake && needNode != nodeParam {
 		h.t.Errorf("fake driver NodeExpansionRequired: got %v, want %v", needNode, nodeParam)
 	}
-	if needNode && (!resizePending(c) || capOf(c) != 1<<30) {
-		h.t.Errorf("driver needs the node step: got PVC capacity %d, FileSystemResizePending %v; want %d and true", capOf(c), resizePending(c), 1<<30)
+	if needNode && (!kube.FileSystemResizePending(c) || capOf(c) != 1<<30) {
+		h.t.Errorf("driver needs the node step: got PVC capacity %d, FileSystemResizePending %v; want %d and true", capOf(c), kube.FileSystemResizePending(c), 1<<30)
 	}
-	if !needNode && (resizePending(c) || capOf(c) != 2<<30) {
-		h.t.Errorf("driver needs no node step: got PVC capacity %d, FileSystemResizePending %v; want %d and false", capOf(c), resizePending(c), 2<<30)
+	if !needNode && (kube.FileSystemResizePending(c) || capOf(c) != 2<<30) {
+		h.t.Errorf("driver needs no node step: got PVC capacity %d, FileSystemResizePending %v; want %d and false", capOf(c), kube.FileSystemResizePending(c), 2<<30)
 	}
 	got, err := h.env.Client.CoreV1().PersistentVolumes().Get(h.ctx, pv.Name, metav1.GetOptions{})
 	if err != nil {
@@ -278,15 +267,6 @@ func expand(h *h, o observer, nodeParam bool) {
 	if v := o.volume(pv.Spec.CSI.VolumeHandle); v == nil || v.CapacityBytes != 2<<30 {
 		h.t.Errorf("driver volume: got %v, want capacity %d", v, 2<<30)
 	}
-}
-
-func resizePending(c *corev1.PersistentVolumeClaim) bool {
-	for _, cond := range c.Status.Conditions {
-		if cond.Type == corev1.PersistentVolumeClaimFileSystemResizePending && cond.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
 }
 
 // attachDetach: a Pod on the fake Node makes the attach/detach controller
@@ -392,22 +372,17 @@ func reclaim(h *h, o observer, policy corev1.PersistentVolumeReclaimPolicy) {
 	}
 	handle := pv.Spec.CSI.VolumeHandle
 	h.deletePVC(name)
-	kube.WaitFor(h.t, wait, "PV "+pv.Name+" reclaimed", func(ctx context.Context) (bool, string, error) {
-		got, err := h.env.Client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
-		if policy == corev1.PersistentVolumeReclaimDelete {
-			if apierrors.IsNotFound(err) {
-				return true, "", nil
-			}
+	if policy == corev1.PersistentVolumeReclaimDelete {
+		h.env.WaitPVDeleted(h.t, wait, pv.Name)
+	} else {
+		kube.WaitFor(h.t, wait, "PV "+pv.Name+" Released", func(ctx context.Context) (bool, string, error) {
+			got, err := h.env.Client.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
 			if err != nil {
 				return false, "", err
 			}
-			return false, "phase " + string(got.Status.Phase), nil
-		}
-		if err != nil {
-			return false, "", err
-		}
-		return got.Status.Phase == corev1.VolumeReleased, "phase " + string(got.Status.Phase), nil
-	})
+			return got.Status.Phase == corev1.VolumeReleased, "phase " + string(got.Status.Phase), nil
+		})
+	}
 	if policy == corev1.PersistentVolumeReclaimDelete {
 		if !o.deleted(handle) || o.volume(handle) != nil {
 			h.t.Errorf("Delete policy: got DeleteVolume(%s) %v and volume still present %v, want deleted", handle, o.deleted(handle), o.volume(handle) != nil)

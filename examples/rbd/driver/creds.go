@@ -2,6 +2,8 @@ package driver
 
 import (
 	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 
@@ -73,18 +75,26 @@ func validUser(s string) bool {
 	return true
 }
 
-// validKey accepts base64 text only, so a key can never smuggle a newline
-// or a config option into a keyring file.
+// validKey accepts what `ceph auth get-key` prints: the base64 text of an
+// encoded cephx key (type AES, creation time, a 16-bit length, a 16-byte
+// secret). Base64 text cannot smuggle a newline or a config option into a
+// keyring file; and a key librados cannot decode must never reach it,
+// because librados prints such a key in full to stderr (the driver's log)
+// whatever its log options say.
 func validKey(s string) bool {
+	const (
+		header  = 2 + 8 + 2 // type, created (seconds, nanoseconds), length
+		aesType = 1         // CEPH_CRYPTO_AES
+		aesLen  = 16
+	)
 	if len(s) > 256 {
 		return false
 	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '+' || r == '/' || r == '=') {
-			return false
-		}
+	b, err := base64.StdEncoding.Strict().DecodeString(s)
+	if err != nil || len(b) != header+aesLen {
+		return false
 	}
-	return true
+	return binary.LittleEndian.Uint16(b[0:2]) == aesType && binary.LittleEndian.Uint16(b[10:12]) == aesLen
 }
 
 // cephErrno returns the positive errno of a go-ceph error, or 0.

@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"encoding/base64"
 	"strings"
 	"testing"
 
@@ -48,9 +49,16 @@ func TestParseRejects(t *testing.T) {
 	}
 }
 
-// Hostile secret values are refused without being echoed.
+// Hostile secret values are refused without being echoed. A key librados
+// cannot decode must be refused here: librados prints it to stderr.
 func TestCredentialsFromSecrets(t *testing.T) {
-	good := map[string]string{SecretUserID: "kube", SecretUserKey: "AQBxyz+/=="}
+	// A key as `ceph-authtool --gen-print-key` makes (random, no user's).
+	const key = "AQBclRFrs4piDhAALasghsba+AE0cGOcrjgtuw=="
+	raw, _ := base64.StdEncoding.DecodeString(key)
+	reencode := func(edit func(b []byte) []byte) string {
+		return base64.StdEncoding.EncodeToString(edit(append([]byte(nil), raw...)))
+	}
+	good := map[string]string{SecretUserID: "kube", SecretUserKey: key}
 	if c, err := CredentialsFromSecrets(good); err != nil || c.User != "kube" {
 		t.Fatalf("CredentialsFromSecrets(good) = %v, %v", c, err)
 	}
@@ -62,6 +70,14 @@ func TestCredentialsFromSecrets(t *testing.T) {
 		{SecretUserID: "kube", SecretUserKey: "AQB\"\nkeyring = /etc/ceph/x"},
 		{SecretUserID: "client.admin'", SecretUserKey: "AQB"},
 		{SecretUserID: "..", SecretUserKey: "AQB"},
+		// Base64 letters, but not a cephx key: librados would print them.
+		{SecretUserID: "kube", SecretUserKey: "AQBxyz+/=="},
+		{SecretUserID: "kube", SecretUserKey: "AQBr0wJnAAAAABAAwrongwrongwrongwrongwrong=="},
+		{SecretUserID: "kube", SecretUserKey: key[:len(key)-3] + "x=="},                                 // non-zero padding bits
+		{SecretUserID: "kube", SecretUserKey: reencode(func(b []byte) []byte { b[0] = 0; return b })},   // type NONE
+		{SecretUserID: "kube", SecretUserKey: reencode(func(b []byte) []byte { b[10] = 32; return b })}, // length field 32
+		{SecretUserID: "kube", SecretUserKey: reencode(func(b []byte) []byte { return b[:27] })},        // one byte short
+		{SecretUserID: "kube", SecretUserKey: reencode(func(b []byte) []byte { return append(b, 0) })},  // one byte long
 	} {
 		_, err := CredentialsFromSecrets(s)
 		if status.Code(err) != codes.InvalidArgument {
@@ -76,7 +92,7 @@ func TestCredentialsFromSecrets(t *testing.T) {
 	}
 	c, _ := CredentialsFromSecrets(good)
 	for _, f := range []string{c.String(), c.GoString()} {
-		if strings.Contains(f, "AQB") || strings.Contains(f, "kube") {
+		if strings.Contains(f, key[:6]) || strings.Contains(f, "kube") {
 			t.Errorf("Credentials print as %q", f)
 		}
 	}

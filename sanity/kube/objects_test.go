@@ -1,0 +1,101 @@
+package kube_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	snapfake "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned/fake"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/csikit/csikit/sanity/kube"
+)
+
+const manifest = `# a deploy/ file: comments, then documents
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: creds
+  namespace: ns1
+stringData:
+  user: REPLACE
+---
+# only a comment
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: fast
+provisioner: block.vendor.example
+parameters:
+  pool: REPLACE
+---
+apiVersion: snapshot.storage.k8s.io/v1
+kind: VolumeSnapshotClass
+metadata:
+  name: snaps
+driver: block.vendor.example
+deletionPolicy: Delete
+`
+
+// Apply decodes each document into its typed object, lets edit change it,
+// and creates it; unknown fields, unknown kinds and edit errors stop it.
+func TestApply(t *testing.T) {
+	ctx := context.Background()
+	//lint:ignore SA1019 the snapshot client module generates no NewClientset
+	snaps := snapfake.NewSimpleClientset()
+	env := &kube.Env{Client: fake.NewClientset(), Snapshots: snaps}
+	var kinds []string
+	err := env.Apply(ctx, []byte(manifest), func(obj any) error {
+		switch o := obj.(type) {
+		case *corev1.Secret:
+			kinds = append(kinds, "Secret")
+			o.StringData["user"] = "tenant"
+		case *storagev1.StorageClass:
+			kinds = append(kinds, "StorageClass")
+			o.Parameters["pool"] = "p1"
+		case *snapv1.VolumeSnapshotClass:
+			kinds = append(kinds, "VolumeSnapshotClass")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(kinds, ","); got != "Secret,StorageClass,VolumeSnapshotClass" {
+		t.Errorf("edit saw %s, want Secret,StorageClass,VolumeSnapshotClass", got)
+	}
+	sec, err := env.Client.CoreV1().Secrets("ns1").Get(ctx, "creds", metav1.GetOptions{})
+	if err != nil || sec.StringData["user"] != "tenant" {
+		t.Errorf("Secret: got %v, %v; want the edited user", sec, err)
+	}
+	sc, err := env.Client.StorageV1().StorageClasses().Get(ctx, "fast", metav1.GetOptions{})
+	if err != nil || sc.Parameters["pool"] != "p1" || sc.Provisioner != "block.vendor.example" {
+		t.Errorf("StorageClass: got %v, %v; want pool p1", sc, err)
+	}
+	if _, err := env.Snapshots.SnapshotV1().VolumeSnapshotClasses().Get(ctx, "snaps", metav1.GetOptions{}); err != nil {
+		t.Errorf("VolumeSnapshotClass: %v", err)
+	}
+
+	for name, tc := range map[string]struct {
+		doc  string
+		edit func(any) error
+		want string
+	}{
+		"unknown field": {"apiVersion: v1\nkind: Secret\nmetadata:\n  name: a\nstringDatum:\n  x: y\n", nil, `unknown field "stringDatum"`},
+		"unknown kind":  {"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: a\n", nil, "kind Deployment not supported"},
+		"edit error":    {"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: a\n", func(any) error { return errors.New("no") }, "no"},
+		"exists":        {"apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\n  namespace: ns1\n", nil, "already exists"},
+	} {
+		err := env.Apply(ctx, []byte(tc.doc), tc.edit)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: got %v, want an error with %q", name, err, tc.want)
+		}
+	}
+}
