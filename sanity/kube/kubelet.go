@@ -69,6 +69,15 @@ func (e *Env) KubeletDir() string {
 	return e.node.root
 }
 
+// PodLogDir is kubelet's podLogsDir in the kubelet mode (empty
+// otherwise): <PodLogDir>/<namespace>_<pod>_<uid>/<container>/<n>.log.
+func (e *Env) PodLogDir() string {
+	if e.node == nil {
+		return ""
+	}
+	return filepath.Join(e.node.dir, "pod-logs")
+}
+
 // RegistrationDir is the kubelet's plugin registration directory in the
 // kubelet mode (empty otherwise): a node plugin registers by creating
 // <RegistrationDir>/<driver>-reg.sock (e.g. examples/hostpath with
