@@ -214,6 +214,31 @@ func TestKubeletDeploy(t *testing.T) {
 			return podsReady(ctx, env, "app=csikit-hostpath-controller", 1, 4)
 		})
 		t.Logf("controller pod ready in %s", time.Since(t0).Round(time.Millisecond))
+		// node.yaml keeps the API token out of the privileged pod, while
+		// controller.yaml's pod gets one (the sidecars' in-cluster client).
+		pods, err := env.Client.CoreV1().Pods(deployNS).List(h.ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pods.Items) != 2 {
+			t.Errorf("%d pods in %s, want the node plugin and the controller", len(pods.Items), deployNS)
+		}
+		for _, p := range pods.Items {
+			tokens := 0
+			for _, v := range p.Spec.Volumes {
+				if v.Projected != nil {
+					for _, src := range v.Projected.Sources {
+						if src.ServiceAccountToken != nil {
+							tokens++
+						}
+					}
+				}
+			}
+			node := p.Labels["app"] == "csikit-hostpath-node"
+			if node && tokens != 0 || !node && tokens != 1 {
+				t.Errorf("pod %s (app %s) has %d service account token volumes", p.Name, p.Labels["app"], tokens)
+			}
+		}
 		// storageclass.yaml's default class: WaitForFirstConsumer directory
 		// volumes. The scheduler picks the node, the Deployment's
 		// provisioner creates the volume through the DaemonSet's driver,
