@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"os/exec"
@@ -43,8 +44,10 @@ type node struct {
 	// apiChain is the nat chain sending the kubernetes Service's
 	// ClusterIP to the API server on loopback, jumped to from PREROUTING
 	// by the rule apiJump (empty until made).
-	apiChain   string
-	apiJump    []string
+	apiChain string
+	apiJump  []string
+	// hostLock is held from start to the end of stop (acquireHostLock).
+	hostLock   *net.UnixConn
 	containerd *Process
 	kubelet    *Process
 	scheduler  *Process
@@ -132,6 +135,11 @@ func (e *Env) startNode(t testing.TB, ctx context.Context) error {
 	n.root = filepath.Join(n.dir, "kubelet")
 	n.sock = filepath.Join(n.dir, "containerd.sock")
 	e.node = n
+	// Before looking at the host's state: another environment's would be
+	// taken for what existed before this one.
+	if n.hostLock, err = acquireHostLock(ctx, hostLockName, k.HostLockWait, t.Logf); err != nil {
+		return err
+	}
 	if k.RuntimeBinDir == "" {
 		// A cold build takes minutes: not bounded by the start timeout.
 		d, err := EnsureRuntimeBinaries(context.Background(), BuildOptions{})
@@ -664,6 +672,9 @@ func (e *Env) stopNode() []error {
 				errs = append(errs, fmt.Errorf("kube: restore ip_forward: %w", err))
 			}
 		}
+	}
+	if n.hostLock != nil {
+		n.hostLock.Close()
 	}
 	return errs
 }
