@@ -11,12 +11,12 @@ import (
 )
 
 // TestDeployedCSIDriverIsGenerated: deploy/csidriver.yaml is what
-// --print-csidriver prints (regenerate it when this fails), and printing
-// touches no state.
+// --print-csidriver prints with node.yaml's flags (--enable-attach;
+// regenerate it when this fails), and printing touches no state.
 func TestDeployedCSIDriverIsGenerated(t *testing.T) {
 	bin := buildHostpath(t)
 	state := filepath.Join(t.TempDir(), "never-created")
-	out, err := exec.Command(bin, "--print-csidriver", "--state-dir", state).Output()
+	out, err := exec.Command(bin, "--print-csidriver", "--enable-attach", "--state-dir", state).Output()
 	if err != nil {
 		t.Fatalf("--print-csidriver: %v", err)
 	}

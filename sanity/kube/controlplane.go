@@ -136,15 +136,29 @@ func controllerManagerArgs(dir, kubeconfig string, port int) []string {
 }
 
 // kubeletModeArgs adapts the control plane to a real kubelet: the API
-// server reaches it by the Node's InternalIP (logs, exec), and the node
-// lifecycle controller removes the not-ready taint once it reports Ready.
-func kubeletModeArgs(api, kcm []string) ([]string, []string) {
-	api = append(api, "--kubelet-preferred-address-types=InternalIP")
-	for i, a := range kcm {
-		if strings.HasPrefix(a, "--controllers=") {
-			kcm[i] = a + ",node-lifecycle-controller"
+// server reaches it by the Node's InternalIP (logs, exec); the node
+// lifecycle controller removes the not-ready taint once it reports Ready;
+// the DaemonSet, Deployment and ReplicaSet controllers run workloads (a
+// driver's deploy manifests); and pods get service-account credentials as
+// in a cluster: the ServiceAccount admission plugin adds the projected
+// token volume, and the root CA publisher writes the kube-root-ca.crt
+// ConfigMap it mounts (the API server's self-signed certificate bundle in
+// dir/certs, which names the kubernetes Service's ClusterIP).
+func kubeletModeArgs(api, kcm []string, dir string) ([]string, []string) {
+	out := make([]string, 0, len(api)+1)
+	for _, a := range api {
+		if a != "--disable-admission-plugins=ServiceAccount" {
+			out = append(out, a)
 		}
 	}
+	api = append(out, "--kubelet-preferred-address-types=InternalIP")
+	for i, a := range kcm {
+		if strings.HasPrefix(a, "--controllers=") {
+			kcm[i] = a + ",node-lifecycle-controller,daemonset-controller,deployment-controller," +
+				"replicaset-controller,root-ca-certificate-publisher-controller"
+		}
+	}
+	kcm = append(kcm, "--root-ca-file="+filepath.Join(dir, "certs", "apiserver.crt"))
 	return api, kcm
 }
 

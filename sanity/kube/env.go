@@ -61,7 +61,7 @@ func start(t testing.TB, opts Options) (*Env, error) {
 		return nil, errors.New("kube: Options.DriverName is required")
 	}
 	sock, ok := socketPath(opts.Endpoint)
-	if !ok {
+	if !ok && len(opts.Sidecars) > 0 {
 		return nil, fmt.Errorf("kube: Options.Endpoint %q: want unix:///abs/path or /abs/path", opts.Endpoint)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -124,7 +124,7 @@ func start(t testing.TB, opts Options) (*Env, error) {
 	}
 	apiArgs, kcmArgs := apiServerArgs(dir, apiPort, etcdPort), controllerManagerArgs(dir, e.Kubeconfig, kcmPort)
 	if opts.Kubelet != nil {
-		apiArgs, kcmArgs = kubeletModeArgs(apiArgs, kcmArgs)
+		apiArgs, kcmArgs = kubeletModeArgs(apiArgs, kcmArgs, dir)
 	}
 	api, err := e.run(BinAPIServer, apiArgs, false)
 	if err != nil {

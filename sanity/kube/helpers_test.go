@@ -4,9 +4,10 @@ import (
 	"context"
 
 	"fmt"
-	"github.com/container-storage-interface/spec/lib/go/csi"
 	"testing"
 	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
 
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -182,6 +184,84 @@ func BusyboxFiles(busybox string, applets []string) ([]ImageFile, error) {
 		}
 		seen[a] = true
 		files = append(files, ImageFile{Path: "/bin/" + a, Link: "busybox"})
+	}
+	return files, nil
+}
+
+// libDirs are where ExecutableFiles looks for the shared libraries a
+// dynamically linked program needs (Debian's multiarch directories first).
+var libDirs = []string{
+	"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
+	"/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+	"/lib64", "/usr/lib64", "/lib", "/usr/lib",
+}
+
+// ExecutableFiles returns the image files that run the host program src
+// at dst inside an image: the program itself and, when it is dynamically
+// linked (e.g. a Go binary built with cgo, as `go build` makes the
+// sidecars of this module's tool block), its ELF interpreter and every
+// shared library it needs, recursively, at the same paths as on the host
+// (content copied, symlinks resolved). A static program is one file.
+func ExecutableFiles(src, dst string) ([]ImageFile, error) {
+	files := []ImageFile{{Path: dst, Source: src}}
+	seen := map[string]bool{}
+	var add func(file string) error
+	add = func(file string) error {
+		f, err := elf.Open(file)
+		if err != nil {
+			return fmt.Errorf("kube: image executable %s: %w", file, err)
+		}
+		defer f.Close()
+		for _, p := range f.Progs {
+			if p.Type != elf.PT_INTERP {
+				continue
+			}
+			b := make([]byte, p.Filesz)
+			if _, err := p.ReadAt(b, 0); err != nil {
+				return fmt.Errorf("kube: image executable %s: interpreter: %w", file, err)
+			}
+			interp := strings.TrimRight(string(b), "\x00")
+			if !seen[interp] {
+				seen[interp] = true
+				real, err := filepath.EvalSymlinks(interp)
+				if err != nil {
+					return fmt.Errorf("kube: image executable %s: interpreter %s: %w", file, interp, err)
+				}
+				files = append(files, ImageFile{Path: interp, Source: real})
+			}
+		}
+		libs, err := f.ImportedLibraries()
+		if err != nil {
+			return fmt.Errorf("kube: image executable %s: %w", file, err)
+		}
+		for _, lib := range libs {
+			if seen[lib] {
+				continue
+			}
+			seen[lib] = true
+			found := ""
+			for _, d := range libDirs {
+				if _, err := os.Stat(path.Join(d, lib)); err == nil {
+					found = path.Join(d, lib)
+					break
+				}
+			}
+			if found == "" {
+				return fmt.Errorf("kube: image executable %s: shared library %s not found in %v", file, lib, libDirs)
+			}
+			real, err := filepath.EvalSymlinks(found)
+			if err != nil {
+				return fmt.Errorf("kube: image executable %s: %w", file, err)
+			}
+			files = append(files, ImageFile{Path: found, Source: real, Mode: 0o755})
+			if err := add(real); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := add(src); err != nil {
+		return nil, err
 	}
 	return files, nil
 }

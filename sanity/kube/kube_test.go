@@ -2,6 +2,7 @@ package kube_test
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
 	"runtime"
 	"slices"
@@ -34,6 +35,13 @@ func createNamespace(t *testing.T, env *kube.Env) {
 	if err != nil {
 		t.Fatalf("create namespace: %v", err)
 	}
+	// With the ServiceAccount admission plugin (the kubelet mode) a pod is
+	// refused until the controller manager has made the namespace's
+	// default ServiceAccount.
+	kube.WaitFor(t, wait, "ServiceAccount "+ns+"/default", func(ctx context.Context) (bool, string, error) {
+		_, err := env.Client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, fmt.Sprint(err), nil
+	})
 }
 
 // startFake serves a fresh fakeDriver and starts an environment for it.

@@ -24,9 +24,10 @@ const (
 // host-local, and a static busybox (Debian: runc,
 // containernetworking-plugins, busybox-static). Everything it creates on
 // the host (directories, cgroups, network namespaces, a bridge, iptables
-// chains, mounts) is removed on Cleanup, by PID and by exact path. Run one
-// kubelet-mode environment per host at a time: kubelet's iptables chains
-// are host-wide.
+// chains, mounts) is removed on Cleanup, by PID and by exact path. One
+// kubelet-mode environment runs per host at a time (kubelet's iptables
+// chains and host directories are shared): Start waits for another to end
+// (HostLockWait).
 type KubeletOptions struct {
 	// RuntimeBinDir holds containerd, containerd-shim-runc-v2 and ctr.
 	// Empty: EnsureRuntimeBinaries builds containerd v2 from this module's
@@ -46,6 +47,11 @@ type KubeletOptions struct {
 	// ReadyTimeout bounds containerd, kubelet and the Node becoming ready
 	// (default 3m: the first start on a loaded machine is slow).
 	ReadyTimeout time.Duration
+	// HostLockWait bounds the wait for another kubelet-mode environment on
+	// the host, of this or any other process, to end (default 15m): one
+	// runs at a time, as kubelet's host directories and iptables chains are
+	// shared.
+	HostLockWait time.Duration
 }
 
 func (k *KubeletOptions) defaults() {
@@ -58,6 +64,9 @@ func (k *KubeletOptions) defaults() {
 	if k.ReadyTimeout <= 0 {
 		k.ReadyTimeout = 3 * time.Minute
 	}
+	if k.HostLockWait <= 0 {
+		k.HostLockWait = 15 * time.Minute
+	}
 }
 
 // KubeletDir is the kubelet's --root-dir in the kubelet mode (empty
@@ -67,6 +76,15 @@ func (e *Env) KubeletDir() string {
 		return ""
 	}
 	return e.node.root
+}
+
+// PodLogDir is kubelet's podLogsDir in the kubelet mode (empty
+// otherwise): <PodLogDir>/<namespace>_<pod>_<uid>/<container>/<n>.log.
+func (e *Env) PodLogDir() string {
+	if e.node == nil {
+		return ""
+	}
+	return filepath.Join(e.node.dir, "pod-logs")
 }
 
 // RegistrationDir is the kubelet's plugin registration directory in the

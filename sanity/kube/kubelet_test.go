@@ -41,9 +41,8 @@ type kenv struct {
 	state  string
 }
 
-// startKubelet builds examples/hostpath, starts the environment in the
-// kubelet mode, and starts the driver registering itself with kubelet.
-func startKubelet(t *testing.T) *kenv {
+// kubeletPrereqs skips unless the kubelet mode is asked for and can run.
+func kubeletPrereqs(t *testing.T) {
 	t.Helper()
 	if os.Getenv("CSIKIT_KUBE_KUBELET") == "" {
 		t.Skip("the kubelet mode is opt-in: set CSIKIT_KUBE_KUBELET=1 (root, runc, containernetworking-plugins, busybox-static; ci.sh does)")
@@ -52,6 +51,13 @@ func startKubelet(t *testing.T) *kenv {
 	if err := kube.NodePrereqs(kube.KubeletOptions{}); err != nil {
 		prereqSkip(t, err)
 	}
+}
+
+// startKubelet builds examples/hostpath, starts the environment in the
+// kubelet mode, and starts the driver registering itself with kubelet.
+func startKubelet(t *testing.T) *kenv {
+	t.Helper()
+	kubeletPrereqs(t)
 	dir, err := os.MkdirTemp("", "csikit-hp-") // short: unix socket paths
 	if err != nil {
 		t.Fatal(err)
@@ -79,18 +85,20 @@ func startKubelet(t *testing.T) *kenv {
 	})
 	env = kube.Start(t, kube.Options{
 		Endpoint: "unix://" + sock, DriverName: hostpathName, NodeName: "node-1",
-		Sidecars: []string{"csi-provisioner", "csi-resizer"},
+		// csi-attacher: deploy/csidriver.yaml has attachRequired (the
+		// driver runs with --enable-attach, as in deploy/node.yaml).
+		Sidecars: []string{"csi-provisioner", "csi-attacher", "csi-resizer"},
 		Kubelet:  &kube.KubeletOptions{},
 	})
 	for _, m := range []string{"rbac.yaml", "csidriver.yaml", "storageclass.yaml", "volumesnapshotclass.yaml"} {
-		applyManifest(t, env, m)
+		applyManifest(t, env, m, nil)
 	}
 	createNamespace(t, env)
 	state := filepath.Join(dir, "state")
 	p, err := kube.StartProcess(kube.ProcessOptions{
 		Name: "hostpath", Path: bin, LogDir: env.Dir, Restart: true,
 		Args: []string{
-			"--endpoint=unix://" + sock, "--nodeid=node-1", "--state-dir=" + state,
+			"--endpoint=unix://" + sock, "--nodeid=node-1", "--state-dir=" + state, "--enable-attach",
 			"--kubelet-registration-path=" + sock,
 			"--kubelet-registration-dir=" + env.RegistrationDir(),
 		},
@@ -161,14 +169,24 @@ func tail(s string, n int) string {
 }
 
 // applyManifest creates the objects of examples/hostpath/deploy/<name> as
-// they are (strictly decoded: a misspelt field fails).
-func applyManifest(t *testing.T, env *kube.Env, name string) {
+// they are (strictly decoded: a misspelt field fails), after replacing
+// each subs[i][0] with subs[i][1] in the text: every one must occur.
+func applyManifest(t *testing.T, env *kube.Env, name string, subs [][2]string) {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "hostpath", "deploy", name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Apply(context.Background(), b, nil); err != nil {
+	text := string(b)
+	for _, s := range subs {
+		n := strings.Count(text, s[0])
+		if n == 0 {
+			t.Fatalf("%s: %q not found: the test's substitutions no longer match the manifest", name, s[0])
+		}
+		text = strings.ReplaceAll(text, s[0], s[1])
+		t.Logf("%s: replaced %q with %q (%d times)", name, s[0], s[1], n)
+	}
+	if err := env.Apply(context.Background(), []byte(text), nil); err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
 }

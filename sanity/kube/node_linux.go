@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,9 +41,16 @@ type node struct {
 	createdDirs []string // host directories that did not exist (deepest last)
 	ipForward   string   // /proc/sys/net/ipv4/ip_forward before start
 	chains      []iptChain
-	containerd  *Process
-	kubelet     *Process
-	scheduler   *Process
+	// apiChain is the nat chain sending the kubernetes Service's
+	// ClusterIP to the API server on loopback, jumped to from PREROUTING
+	// by the rule apiJump (empty until made).
+	apiChain string
+	apiJump  []string
+	// hostLock is held from start to the end of stop (acquireHostLock).
+	hostLock   *net.UnixConn
+	containerd *Process
+	kubelet    *Process
+	scheduler  *Process
 }
 
 // iptChain is an iptables chain kubelet creates: removed on stop unless it
@@ -126,6 +135,11 @@ func (e *Env) startNode(t testing.TB, ctx context.Context) error {
 	n.root = filepath.Join(n.dir, "kubelet")
 	n.sock = filepath.Join(n.dir, "containerd.sock")
 	e.node = n
+	// Before looking at the host's state: another environment's would be
+	// taken for what existed before this one.
+	if n.hostLock, err = acquireHostLock(ctx, hostLockName, k.HostLockWait, t.Logf); err != nil {
+		return err
+	}
 	if k.RuntimeBinDir == "" {
 		// A cold build takes minutes: not bounded by the start timeout.
 		d, err := EnsureRuntimeBinaries(context.Background(), BuildOptions{})
@@ -167,7 +181,11 @@ func (e *Env) startNode(t testing.TB, ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := n.writeRuntimeConfig(subnet); err != nil {
+	svc, err := e.apiService(ctx)
+	if err != nil {
+		return err
+	}
+	if err := n.writeRuntimeConfig(subnet, svc.Spec.ClusterIP); err != nil {
 		return err
 	}
 	if n.containerd, err = e.runPath(BinContainerd, filepath.Join(n.rtBin, BinContainerd),
@@ -190,6 +208,9 @@ func (e *Env) startNode(t testing.TB, ctx context.Context) error {
 		if out, err := n.ctr(rctx, "--namespace=k8s.io", "images", "import", "--local", "--snapshotter=native", img); err != nil {
 			return fmt.Errorf("kube: import %s into containerd: %v: %s", img, err, out)
 		}
+	}
+	if err := e.routeAPIService(svc); err != nil {
+		return err
 	}
 	t2 := time.Now()
 	if err := n.makeCgroups(); err != nil {
@@ -256,6 +277,90 @@ func (e *Env) startNode(t testing.TB, ctx context.Context) error {
 	t.Logf("kube: kubelet mode: images built in %s, containerd ready and images imported in %s, Node ready in %s",
 		t1.Sub(t0).Round(time.Millisecond), t2.Sub(t1).Round(time.Millisecond), time.Since(t2).Round(time.Millisecond))
 	return nil
+}
+
+// apiService returns the kubernetes Service, once the API server has made
+// it.
+func (e *Env) apiService(ctx context.Context) (*corev1.Service, error) {
+	var svc *corev1.Service
+	if err := Poll(ctx, e.node.opts.ReadyTimeout, func(ctx context.Context) (bool, string, error) {
+		s, err := e.Client.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+		if err != nil {
+			return false, "no kubernetes Service yet", nil
+		}
+		svc = s
+		return s.Spec.ClusterIP != "" && len(s.Spec.Ports) > 0, "", nil
+	}); err != nil {
+		return nil, fmt.Errorf("kube: the kubernetes Service: %w", err)
+	}
+	return svc, nil
+}
+
+// routeAPIService lets pods reach the API server the way in-cluster
+// clients do, through the kubernetes Service svc (KUBERNETES_SERVICE_HOST
+// is its ClusterIP, which the CNI config routes to the bridge): the pod
+// bridge is made here, before the CNI plugin would, with route_localnet
+// on (only for this bridge, gone with it), and a nat chain of this node
+// DNATs exactly the Service's ClusterIP and port, arriving on this
+// bridge, to the API server on 127.0.0.1. There is no kube-proxy: the API
+// server listens on loopback only, and an Endpoints or EndpointSlice
+// address may not be a loopback address. kubelet's KUBE-FIREWALL drops
+// other traffic from pods to 127.0.0.0/8 (it accepts DNATed connections
+// only).
+func (e *Env) routeAPIService(svc *corev1.Service) error {
+	n := e.node
+	u, err := url.Parse(e.Config.Host)
+	if err != nil {
+		return fmt.Errorf("kube: API server address %q: %w", e.Config.Host, err)
+	}
+	if out, err := exec.Command("ip", "link", "add", "name", n.bridge, "type", "bridge").CombinedOutput(); err != nil {
+		return fmt.Errorf("kube: ip link add %s: %v: %s", n.bridge, err, out)
+	}
+	if err := os.WriteFile(filepath.Join("/proc/sys/net/ipv4/conf", n.bridge, "route_localnet"), []byte("1"), 0o644); err != nil {
+		return fmt.Errorf("kube: route_localnet on %s: %w", n.bridge, err)
+	}
+	chain := "CSIKIT-API-" + n.id
+	ipt := func(args ...string) error {
+		if out, err := exec.Command("iptables", append([]string{"-w", "5", "-t", "nat"}, args...)...).CombinedOutput(); err != nil {
+			return fmt.Errorf("kube: iptables -t nat %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}
+	if err := ipt("-N", chain); err != nil {
+		return err
+	}
+	n.apiChain = chain
+	if err := ipt("-A", chain, "-p", "tcp", "-m", "comment", "--comment", "csikit sanity/kube: kubernetes Service to the API server",
+		"-j", "DNAT", "--to-destination", "127.0.0.1:"+u.Port()); err != nil {
+		return err
+	}
+	jump := []string{"PREROUTING", "-i", n.bridge, "-d", svc.Spec.ClusterIP + "/32", "-p", "tcp",
+		"--dport", strconv.Itoa(int(svc.Spec.Ports[0].Port)), "-j", chain}
+	if err := ipt(append([]string{"-A"}, jump...)...); err != nil {
+		return err
+	}
+	n.apiJump = jump
+	return nil
+}
+
+// removeAPIRoute deletes the jump to this node's nat chain and the chain.
+func (n *node) removeAPIRoute() []error {
+	if n.apiChain == "" {
+		return nil
+	}
+	var errs []error
+	if n.apiJump != nil {
+		args := append([]string{"-w", "5", "-t", "nat", "-D"}, n.apiJump...)
+		if out, err := exec.Command("iptables", args...).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("kube: iptables %s: %v: %s", strings.Join(args, " "), err, out))
+		}
+	}
+	for _, op := range []string{"-F", "-X"} {
+		if out, err := exec.Command("iptables", "-w", "5", "-t", "nat", op, n.apiChain).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("kube: iptables -t nat %s %s: %v: %s", op, n.apiChain, err, out))
+		}
+	}
+	return errs
 }
 
 // ctr runs ctr against this node's containerd.
@@ -331,8 +436,10 @@ func freeSubnet() (string, error) {
 
 // writeRuntimeConfig writes containerd's config and the CNI network: a
 // bridge with host-local addresses, nothing NATed (pods need no outside
-// network). Every path containerd and runc use is below n.dir.
-func (n *node) writeRuntimeConfig(subnet string) error {
+// network), and one route, to the kubernetes Service's ClusterIP apiIP
+// through the bridge (see routeAPIService). Every path containerd and runc
+// use is below n.dir.
+func (n *node) writeRuntimeConfig(subnet, apiIP string) error {
 	cni := fmt.Sprintf(`{
   "cniVersion": "1.0.0",
   "name": "csikit-%s",
@@ -343,12 +450,12 @@ func (n *node) writeRuntimeConfig(subnet string) error {
       "isGateway": true,
       "ipMasq": false,
       "hairpinMode": true,
-      "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "dataDir": %q}
+      "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "routes": [{"dst": %q}], "dataDir": %q}
     },
     {"type": "loopback"}
   ]
 }
-`, n.id, n.bridge, subnet, filepath.Join(n.dir, "cni", "ipam"))
+`, n.id, n.bridge, subnet, apiIP+"/32", filepath.Join(n.dir, "cni", "ipam"))
 	if err := os.WriteFile(filepath.Join(n.dir, "cni", "net.d", "10-csikit.conflist"), []byte(cni), 0o600); err != nil {
 		return fmt.Errorf("kube: %w", err)
 	}
@@ -536,6 +643,7 @@ func (e *Env) stopNode() []error {
 	}
 	errs = append(errs, unmountBelow(e.Dir)...)
 	errs = append(errs, n.removeCgroups()...)
+	errs = append(errs, n.removeAPIRoute()...)
 	for _, c := range n.chains {
 		if chainExists(c) {
 			for _, j := range c.jumps {
@@ -564,6 +672,9 @@ func (e *Env) stopNode() []error {
 				errs = append(errs, fmt.Errorf("kube: restore ip_forward: %w", err))
 			}
 		}
+	}
+	if n.hostLock != nil {
+		n.hostLock.Close()
 	}
 	return errs
 }
@@ -600,6 +711,9 @@ func (e *Env) Leftovers() []string {
 			out = append(out, fmt.Sprintf("%s chain %s/%s", c.cmd, c.table, c.chain))
 		}
 	}
+	if n.apiChain != "" && chainExists(iptChain{cmd: "iptables", table: "nat", chain: n.apiChain}) {
+		out = append(out, "iptables chain nat/"+n.apiChain)
+	}
 	for _, d := range n.createdDirs {
 		if _, err := os.Lstat(d); err == nil {
 			out = append(out, "directory "+d)
@@ -608,11 +722,13 @@ func (e *Env) Leftovers() []string {
 	return out
 }
 
-// DeletePods deletes every Pod in every namespace and waits (up to
-// timeout) until they are gone, which in the kubelet mode means kubelet
-// has stopped their containers and unpublished their volumes. Call it
-// while the driver still runs, e.g. in a Cleanup registered after the
-// driver's.
+// DeletePods deletes every DaemonSet, Deployment, ReplicaSet and
+// StatefulSet (so that none recreates its pods; the garbage collector
+// does not run) and then every Pod, in every namespace, and waits (up to
+// timeout) until the pods are gone, which in the kubelet mode means
+// kubelet has stopped their containers and unpublished their volumes.
+// Call it while the driver still runs, e.g. in a Cleanup registered after
+// the driver's.
 func (e *Env) DeletePods(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -621,6 +737,23 @@ func (e *Env) DeletePods(ctx context.Context, timeout time.Duration) error {
 		return fmt.Errorf("kube: list namespaces: %w", err)
 	}
 	grace := int64(1)
+	all, apps := metav1.ListOptions{}, e.Client.AppsV1()
+	for _, ns := range nss.Items {
+		// Owners before what they own: a Deployment would remake its ReplicaSet.
+		for _, d := range []struct {
+			kind string
+			del  func() error
+		}{
+			{"DaemonSets", func() error { return apps.DaemonSets(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{}, all) }},
+			{"Deployments", func() error { return apps.Deployments(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{}, all) }},
+			{"StatefulSets", func() error { return apps.StatefulSets(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{}, all) }},
+			{"ReplicaSets", func() error { return apps.ReplicaSets(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{}, all) }},
+		} {
+			if err := d.del(); err != nil {
+				return fmt.Errorf("kube: delete %s in %s: %w", d.kind, ns.Name, err)
+			}
+		}
+	}
 	for _, ns := range nss.Items {
 		if err := e.Client.CoreV1().Pods(ns.Name).DeleteCollection(ctx,
 			metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{}); err != nil {

@@ -10,7 +10,7 @@ import (
 )
 
 // node is the kubelet mode's host side (Linux only).
-type node struct{ root, sock string }
+type node struct{ dir, root, sock string }
 
 var errNoNode = errors.New("kube: the kubelet mode runs on Linux only")
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -23,8 +24,8 @@ import (
 // not nil, may change before it is created: fill in a Secret's key, point
 // a StorageClass at a test pool. Kinds: Namespace, ServiceAccount, Secret,
 // ClusterRole, ClusterRoleBinding, Role, RoleBinding, CSIDriver,
-// StorageClass, VolumeSnapshotClass; any other kind is an error (a
-// Deployment or DaemonSet would never run here without the kubelet mode).
+// StorageClass, VolumeSnapshotClass, DaemonSet, Deployment (whose pods run
+// only in the kubelet mode); any other kind is an error.
 // Documents holding only comments are skipped.
 func (e *Env) Apply(ctx context.Context, manifest []byte, edit func(obj any) error) error {
 	c, s := e.Client, e.Snapshots
@@ -88,6 +89,18 @@ func (e *Env) Apply(ctx context.Context, manifest []byte, edit func(obj any) err
 			o := &snapv1.VolumeSnapshotClass{}
 			obj, create = o, func() error {
 				_, err := s.SnapshotV1().VolumeSnapshotClasses().Create(ctx, o, metav1.CreateOptions{})
+				return err
+			}
+		case "DaemonSet":
+			o := &appsv1.DaemonSet{}
+			obj, create = o, func() error {
+				_, err := c.AppsV1().DaemonSets(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+				return err
+			}
+		case "Deployment":
+			o := &appsv1.Deployment{}
+			obj, create = o, func() error {
+				_, err := c.AppsV1().Deployments(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 				return err
 			}
 		default:

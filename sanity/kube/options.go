@@ -2,12 +2,15 @@ package kube
 
 import "time"
 
-// Options configure Start. Endpoint and DriverName are required.
+// Options configure Start. DriverName is required, and Endpoint unless
+// Sidecars is empty.
 type Options struct {
 	// Endpoint is the driver's CSI endpoint: unix:///abs/path.sock or an
 	// absolute socket path. The driver must be serving (or start serving
 	// soon: sidecars retry) and answer GetPluginInfo with a non-empty
-	// vendor_version.
+	// vendor_version. With Sidecars empty (non-nil) it may be empty: the
+	// environment then runs no sidecar, e.g. for a driver deployed with its
+	// own manifests in the kubelet mode.
 	Endpoint string
 	// DriverName is the driver's GetPluginInfo name, used as the
 	// StorageClass provisioner and in CSINode.
@@ -31,8 +34,9 @@ type Options struct {
 	// external-snapshotter client module in the module cache.
 	CRDDir string
 
-	// Sidecars lists which sidecars to run (default all four:
-	// "csi-provisioner", "csi-attacher", "csi-resizer", "csi-snapshotter").
+	// Sidecars lists which sidecars to run (nil: all four,
+	// "csi-provisioner", "csi-attacher", "csi-resizer", "csi-snapshotter";
+	// empty: none).
 	Sidecars []string
 	// Timeout is each sidecar's --timeout for CSI calls (default 10s).
 	Timeout time.Duration

@@ -1,0 +1,468 @@
+package kube_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/csikit/csikit/sanity/kube"
+)
+
+// hostpathImage is the image the test builds for examples/hostpath (the
+// manifests name csikit/hostpath:latest, which kubelet would try to pull).
+const hostpathImage = "csikit.local/hostpath:test"
+
+// deployNS is the namespace of examples/hostpath/deploy.
+const deployNS = "csikit-hostpath"
+
+// sidecarModules maps the sidecars of deploy/controller.yaml to the
+// modules of this module's tool block they are built from.
+var sidecarModules = map[string]string{
+	kube.BinProvisioner: "github.com/kubernetes-csi/external-provisioner",
+	kube.BinAttacher:    "github.com/kubernetes-csi/external-attacher",
+	kube.BinResizer:     "github.com/kubernetes-csi/external-resizer",
+	kube.BinSnapshotter: "github.com/kubernetes-csi/external-snapshotter",
+}
+
+// deployImages builds the images deploy/node.yaml and deploy/controller.yaml
+// run, as tarballs in dir: examples/hostpath (static, CGO_ENABLED=0) with a
+// static busybox for a shell and mount(8), and each sidecar of the tool
+// block under the very reference controller.yaml names — after checking
+// that the reference's tag is the version the tool block builds.
+func deployImages(t *testing.T, dir, binDir string) []string {
+	t.Helper()
+	ctx := context.Background()
+	bin := filepath.Join(dir, "hostpath")
+	if err := kube.BuildStatic(ctx, filepath.Join("..", ".."), "./examples/hostpath", bin); err != nil {
+		t.Fatal(err)
+	}
+	applets, err := exec.Command("/bin/busybox", "--list").Output()
+	if err != nil {
+		t.Fatalf("busybox --list: %v", err)
+	}
+	files, err := kube.BusyboxFiles("/bin/busybox", strings.Fields(string(applets)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files = append(files, kube.ImageFile{Path: "/hostpath", Source: bin})
+	tars := []string{filepath.Join(dir, "hostpath.tar")}
+	if err := kube.WriteImage(tars[0], hostpathImage, kube.ImageConfig{Entrypoint: []string{"/hostpath"}}, files); err != nil {
+		t.Fatal(err)
+	}
+	gomod, err := os.ReadFile("go.mod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, ref := range manifestImages(t, "controller.yaml") {
+		mod, ok := sidecarModules[name]
+		if !ok {
+			t.Fatalf("controller.yaml: container %s (%s) is not a sidecar this module builds", name, ref)
+		}
+		m := regexp.MustCompile(regexp.QuoteMeta(mod) + `(/v\d+)? (v[0-9.]+)\b`).FindSubmatch(gomod)
+		if m == nil || !strings.HasSuffix(ref, ":"+string(m[2])) {
+			t.Fatalf("controller.yaml runs %s, but go.mod's tool block builds %s %s: update one of them", ref, mod, m)
+		}
+		files, err := kube.ExecutableFiles(filepath.Join(binDir, name), "/"+name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tar := filepath.Join(dir, name+".tar")
+		if err := kube.WriteImage(tar, ref, kube.ImageConfig{Entrypoint: []string{"/" + name}}, files); err != nil {
+			t.Fatal(err)
+		}
+		tars = append(tars, tar)
+	}
+	return tars
+}
+
+// manifestImages returns the container images of the Deployment or
+// DaemonSet in deploy/<name>, by container name.
+func manifestImages(t *testing.T, name string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "hostpath", "deploy", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d appsv1.Deployment
+	if err := yaml.Unmarshal(b, &d); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	out := map[string]string{}
+	for _, c := range d.Spec.Template.Spec.Containers {
+		out[c.Name] = c.Image
+	}
+	return out
+}
+
+// TestKubeletDeploy applies examples/hostpath/deploy — what vendors copy —
+// to the kubelet mode's node: every manifest, node.yaml and
+// controller.yaml included, with only the image and host paths
+// substituted (the node's kubelet has a non-default --root-dir, and the
+// driver's state goes below the environment's directory). No harness
+// sidecar runs and no driver process is started by the test: the
+// DaemonSet's driver registers itself with kubelet, the Deployment's
+// sidecars reach the API server with their service-account tokens through
+// the kubernetes Service, with the RBAC of rbac.yaml.
+func TestKubeletDeploy(t *testing.T) {
+	start := time.Now()
+	kubeletPrereqs(t)
+	binDir, err := kube.EnsureBinaries(context.Background(), kube.BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "csikit-deploy-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Error(err)
+		}
+	})
+	images := deployImages(t, dir, binDir)
+	t.Logf("images built in %s", time.Since(start).Round(time.Millisecond))
+	var env *kube.Env
+	t.Cleanup(func() {
+		if env != nil {
+			if left := env.Leftovers(); len(left) > 0 {
+				t.Errorf("the kubelet mode left on the host: %v", left)
+			}
+		}
+	})
+	env = kube.Start(t, kube.Options{
+		DriverName: hostpathName, NodeName: "node-1", BinDir: binDir,
+		Sidecars: []string{}, // the Deployment's sidecars only
+		Kubelet:  &kube.KubeletOptions{Images: images},
+	})
+	// controller.yaml's nodeSelector: the node holding the volumes.
+	if _, err := env.Client.CoreV1().Nodes().Patch(context.Background(), "node-1", "application/merge-patch+json",
+		[]byte(`{"metadata":{"labels":{"csikit-hostpath":"controller"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	root := env.KubeletDir()
+	state := filepath.Join(env.Dir, "hostpath-state")
+	for _, m := range []string{"rbac.yaml", "csidriver.yaml", "storageclass.yaml", "volumesnapshotclass.yaml"} {
+		applyManifest(t, env, m, nil)
+	}
+	applyManifest(t, env, "node.yaml", [][2]string{
+		{"csikit/hostpath:latest", hostpathImage},
+		{"/var/lib/kubelet", root},
+		{"{path: /var/lib/csikit-hostpath, type: DirectoryOrCreate}", "{path: " + state + ", type: DirectoryOrCreate}"},
+	})
+	applyManifest(t, env, "controller.yaml", [][2]string{{"/var/lib/kubelet", root}})
+	createNamespace(t, env)
+	// Before the environment's Cleanup (which deletes the DaemonSet and
+	// the Deployment): consumers go first, then the volumes, through the
+	// deployed driver.
+	t.Cleanup(func() {
+		deployTeardown(t, env)
+		if t.Failed() {
+			logDeployPods(t, env)
+		}
+	})
+	t.Logf("manifests applied %s after the start", time.Since(start).Round(time.Millisecond))
+
+	t.Run("node-plugin-registers-itself", func(t *testing.T) {
+		h := &h{t: t, env: env, ctx: context.Background()}
+		t0 := time.Now()
+		kube.WaitFor(t, kubeletWait, "the DaemonSet's pod Ready (its /healthz)", func(ctx context.Context) (bool, string, error) {
+			return podsReady(ctx, env, "app=csikit-hostpath-node", 1, 1)
+		})
+		kube.WaitFor(t, kubeletWait, "CSINode with the driver registered by the DaemonSet's pod", func(ctx context.Context) (bool, string, error) {
+			cn, err := env.Client.StorageV1().CSINodes().Get(ctx, "node-1", metav1.GetOptions{})
+			if err != nil {
+				return false, "no CSINode", nil
+			}
+			for _, d := range cn.Spec.Drivers {
+				if d.Name == hostpathName {
+					return d.NodeID == "node-1", fmt.Sprintf("driver %+v", d), nil
+				}
+			}
+			return false, fmt.Sprintf("drivers %+v", cn.Spec.Drivers), nil
+		})
+		if _, err := os.Stat(filepath.Join(env.RegistrationDir(), hostpathName+"-reg.sock")); err != nil {
+			t.Errorf("the driver's own registration socket: %v", err)
+		}
+		n, err := h.env.Client.CoreV1().Nodes().Get(h.ctx, "node-1", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := n.Labels["topology.hostpath.csikit.dev/node"]; got != "node-1" {
+			t.Errorf("Node topology label = %q, want node-1 (from the DaemonSet driver's NodeGetInfo)", got)
+		}
+		t.Logf("node plugin ready and registered in %s", time.Since(t0).Round(time.Millisecond))
+	})
+
+	provisioned := false
+	t.Run("controller-sidecars-provision-attach-publish", func(t *testing.T) {
+		h := &h{t: t, env: env, ctx: context.Background()}
+		t0 := time.Now()
+		kube.WaitFor(t, kubeletWait, "the Deployment's pod Ready", func(ctx context.Context) (bool, string, error) {
+			return podsReady(ctx, env, "app=csikit-hostpath-controller", 1, 4)
+		})
+		t.Logf("controller pod ready in %s", time.Since(t0).Round(time.Millisecond))
+		// node.yaml keeps the API token out of the privileged pod, while
+		// controller.yaml's pod gets one (the sidecars' in-cluster client).
+		pods, err := env.Client.CoreV1().Pods(deployNS).List(h.ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(pods.Items) != 2 {
+			t.Errorf("%d pods in %s, want the node plugin and the controller", len(pods.Items), deployNS)
+		}
+		for _, p := range pods.Items {
+			tokens := 0
+			for _, v := range p.Spec.Volumes {
+				if v.Projected != nil {
+					for _, src := range v.Projected.Sources {
+						if src.ServiceAccountToken != nil {
+							tokens++
+						}
+					}
+				}
+			}
+			node := p.Labels["app"] == "csikit-hostpath-node"
+			if node && tokens != 0 || !node && tokens != 1 {
+				t.Errorf("pod %s (app %s) has %d service account token volumes", p.Name, p.Labels["app"], tokens)
+			}
+		}
+		// storageclass.yaml's default class: WaitForFirstConsumer directory
+		// volumes. The scheduler picks the node, the Deployment's
+		// provisioner creates the volume through the DaemonSet's driver,
+		// its attacher attaches it, kubelet stages and publishes it
+		// through the same driver.
+		h.pvc("dep-data", "csikit-hostpath", "64Mi", nil)
+		w := h.createPod(h.podSpec("dep-writer", "echo written-through-deploy > /data/f && sync && cat /data/f > /dev/termination-log", pvcVolume("data", "dep-data")))
+		if got := h.succeeded("dep-writer"); got != "written-through-deploy\n" {
+			t.Fatalf("writer read back %q", got)
+		}
+		_, pv := h.bound("dep-data")
+		if pv.Annotations["pv.kubernetes.io/provisioned-by"] != hostpathName {
+			t.Errorf("PV %s annotations %v: want provisioned by %s", pv.Name, pv.Annotations, hostpathName)
+		}
+		vas, err := env.Client.StorageV1().VolumeAttachments().List(h.ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		attached := false
+		for _, va := range vas.Items {
+			if va.Spec.Source.PersistentVolumeName != nil && *va.Spec.Source.PersistentVolumeName == pv.Name {
+				attached = va.Status.Attached && va.Spec.Attacher == hostpathName
+			}
+		}
+		if !attached {
+			t.Errorf("no attached VolumeAttachment for %s by the Deployment's attacher: %+v", pv.Name, vas.Items)
+		}
+		h.deletePod("dep-writer")
+		h.noPodMounts(string(w.UID))
+		h.createPod(h.podSpec("dep-reader", "cat /data/f > /dev/termination-log", pvcVolume("data", "dep-data")))
+		if got := h.succeeded("dep-reader"); got != "written-through-deploy\n" {
+			t.Fatalf("a new pod read %q, want what the deleted pod wrote", got)
+		}
+		h.deletePod("dep-reader")
+		provisioned = true
+		t.Logf("provisioned, attached, written and read back in %s", time.Since(t0).Round(time.Millisecond))
+	})
+
+	t.Run("controller-sidecars-resize-snapshot", func(t *testing.T) {
+		h := &h{t: t, env: env, ctx: context.Background()}
+		if !provisioned {
+			t.Skip("needs the claim of controller-sidecars-provision-attach-publish")
+		}
+		t0 := time.Now()
+		// The Deployment's resizer (controller expansion of a directory
+		// volume) and csi-snapshotter, with volumesnapshotclass.yaml.
+		h.patchPVCSize("dep-data", "96Mi")
+		kube.WaitFor(t, kubeletWait, "PV of dep-data grown to 96Mi", func(ctx context.Context) (bool, string, error) {
+			c, err := env.Client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "dep-data", metav1.GetOptions{})
+			if err != nil {
+				return false, "", err
+			}
+			pv, err := env.Client.CoreV1().PersistentVolumes().Get(ctx, c.Spec.VolumeName, metav1.GetOptions{})
+			if err != nil {
+				return false, "", err
+			}
+			q := pv.Spec.Capacity[corev1.ResourceStorage]
+			return q.Cmp(resource.MustParse("96Mi")) >= 0, fmt.Sprintf("PV capacity %s; events: %s", q.String(), h.events(ctx, "dep-data")), nil
+		})
+		class := "csikit-hostpath"
+		src := "dep-data"
+		snap := &snapv1.VolumeSnapshot{
+			ObjectMeta: metav1.ObjectMeta{Name: "dep-snap", Namespace: ns},
+			Spec: snapv1.VolumeSnapshotSpec{VolumeSnapshotClassName: &class,
+				Source: snapv1.VolumeSnapshotSource{PersistentVolumeClaimName: &src}},
+		}
+		if _, err := env.Snapshots.SnapshotV1().VolumeSnapshots(ns).Create(h.ctx, snap, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		kube.WaitFor(t, kubeletWait, "VolumeSnapshot dep-snap ready", func(ctx context.Context) (bool, string, error) {
+			s, err := env.Snapshots.SnapshotV1().VolumeSnapshots(ns).Get(ctx, "dep-snap", metav1.GetOptions{})
+			if err != nil {
+				return false, "", err
+			}
+			ready := s.Status != nil && s.Status.ReadyToUse != nil && *s.Status.ReadyToUse
+			return ready, fmt.Sprintf("status %+v; events: %s", s.Status, h.events(ctx, "dep-snap")), nil
+		})
+		if err := env.Snapshots.SnapshotV1().VolumeSnapshots(ns).Delete(h.ctx, "dep-snap", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		kube.WaitFor(t, kubeletWait, "VolumeSnapshotContents deleted", func(ctx context.Context) (bool, string, error) {
+			l, err := env.Snapshots.SnapshotV1().VolumeSnapshotContents().List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, "", err
+			}
+			return len(l.Items) == 0, fmt.Sprintf("%d left", len(l.Items)), nil
+		})
+		t.Logf("resized and snapshotted in %s", time.Since(t0).Round(time.Millisecond))
+	})
+
+	t.Run("node-plugin-pod-replaced-while-a-pod-runs", func(t *testing.T) {
+		h := &h{t: t, env: env, ctx: context.Background()}
+		if !provisioned {
+			t.Skip("needs the claim of controller-sidecars-provision-attach-publish")
+		}
+		t0 := time.Now()
+		// A writer stamps a counter through its mount while the DaemonSet's
+		// pod is deleted and replaced: the stage and publish mounts the old
+		// container made (Bidirectional) outlive it, and the new one
+		// registers itself again and publishes the volume to a new pod.
+		w := h.podSpec("dep-stamp", "i=0; while true; do i=$((i+1)); echo $i > /data/stamp; touch /tmp/ok; sleep 0.2; done", pvcVolume("data", "dep-data"))
+		w.Spec.Containers[0].ReadinessProbe = &corev1.Probe{PeriodSeconds: 1,
+			ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-f", "/tmp/ok"}}}}
+		h.createPod(w)
+		w = h.ready("dep-stamp")
+		before := h.podMounts(string(w.UID))
+		if len(before) == 0 {
+			t.Fatal("the running pod has no volume mount below kubelet's pods directory")
+		}
+		old, err := env.Client.CoreV1().Pods(deployNS).List(h.ctx, metav1.ListOptions{LabelSelector: "app=csikit-hostpath-node"})
+		if err != nil || len(old.Items) != 1 {
+			t.Fatalf("the DaemonSet's pod: %v %v", old, err)
+		}
+		grace := int64(1)
+		if err := env.Client.CoreV1().Pods(deployNS).Delete(h.ctx, old.Items[0].Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+			t.Fatal(err)
+		}
+		kube.WaitFor(t, kubeletWait, "a new DaemonSet pod Ready", func(ctx context.Context) (bool, string, error) {
+			ok, msg, err := podsReady(ctx, env, "app=csikit-hostpath-node", 1, 1)
+			if !ok || err != nil {
+				return ok, msg, err
+			}
+			pods, err := env.Client.CoreV1().Pods(deployNS).List(ctx, metav1.ListOptions{LabelSelector: "app=csikit-hostpath-node"})
+			if err != nil {
+				return false, "", err
+			}
+			return pods.Items[0].UID != old.Items[0].UID, "the old pod is still there", nil
+		})
+		if after := h.podMounts(string(w.UID)); strings.Join(after, ",") != strings.Join(before, ",") {
+			t.Errorf("the running pod's mounts changed across the node plugin's replacement: %v -> %v", before, after)
+		}
+		h.createPod(h.podSpec("dep-watch", "{ a=$(cat /data/stamp); sleep 2; b=$(cat /data/stamp); "+
+			"if [ \"$b\" -gt \"$a\" ]; then echo moving; else echo stuck $a $b; fi; cat /data/f; } > /dev/termination-log", pvcVolume("data", "dep-data")))
+		if got := h.succeeded("dep-watch"); got != "moving\nwritten-through-deploy\n" {
+			t.Fatalf("a new pod after the node plugin's replacement: %q, want the running pod still writing and the data", got)
+		}
+		if p := h.get("dep-stamp"); p.Status.ContainerStatuses[0].RestartCount != 0 || p.Status.ContainerStatuses[0].State.Running == nil {
+			t.Errorf("the writer pod did not survive the node plugin's replacement: %s", h.podState(h.ctx, p))
+		}
+		h.deletePod("dep-watch")
+		h.deletePod("dep-stamp")
+		h.noPodMounts(string(w.UID))
+		t.Logf("node plugin pod replaced under a running pod in %s", time.Since(t0).Round(time.Millisecond))
+	})
+}
+
+// podsReady reports whether exactly want pods match the label selector in
+// the deploy namespace, each running with all containers (at least
+// containers of them) ready.
+func podsReady(ctx context.Context, env *kube.Env, selector string, want, containers int) (bool, string, error) {
+	pods, err := env.Client.CoreV1().Pods(deployNS).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return false, "", err
+	}
+	var states []string
+	ready := 0
+	for _, p := range pods.Items {
+		n := 0
+		for _, s := range p.Status.ContainerStatuses {
+			if s.Ready {
+				n++
+			}
+			switch {
+			case s.State.Waiting != nil:
+				states = append(states, fmt.Sprintf("%s/%s waiting %s %s (restarts %d)", p.Name, s.Name, s.State.Waiting.Reason, s.State.Waiting.Message, s.RestartCount))
+			case s.State.Terminated != nil:
+				states = append(states, fmt.Sprintf("%s/%s terminated %d %s", p.Name, s.Name, s.State.Terminated.ExitCode, s.State.Terminated.Message))
+			}
+		}
+		if p.Status.Phase == corev1.PodRunning && n >= containers && n == len(p.Status.ContainerStatuses) {
+			ready++
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Status != corev1.ConditionTrue {
+				states = append(states, fmt.Sprintf("%s %s=%s %s", p.Name, c.Type, c.Status, c.Message))
+			}
+		}
+	}
+	return ready == want && len(pods.Items) == want, fmt.Sprintf("%d of %d pods ready: %v", ready, len(pods.Items), states), nil
+}
+
+// deployTeardown deletes the test's pods, then its claims, and waits for
+// the PVs to be gone (deleted through the Deployment's provisioner and the
+// DaemonSet's driver, which keep running until the environment's Cleanup).
+func deployTeardown(t *testing.T, env *kube.Env) {
+	ctx := context.Background()
+	c := env.Client
+	grace := int64(1)
+	if err := c.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{}); err != nil {
+		t.Error(err)
+	}
+	if err := kube.Poll(ctx, kubeletWait, func(ctx context.Context) (bool, string, error) {
+		pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		return len(pods.Items) == 0, fmt.Sprintf("%d pods left", len(pods.Items)), nil
+	}); err != nil {
+		t.Errorf("teardown: %v", err)
+	}
+	if err := c.CoreV1().PersistentVolumeClaims(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
+		t.Error(err)
+	}
+	if err := kube.Poll(ctx, kubeletWait, func(ctx context.Context) (bool, string, error) {
+		pvs, err := c.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		vas, err := c.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		return len(pvs.Items)+len(vas.Items) == 0, fmt.Sprintf("%d PVs and %d VolumeAttachments left", len(pvs.Items), len(vas.Items)), nil
+	}); err != nil {
+		t.Errorf("teardown: %v", err)
+	}
+}
+
+// logDeployPods logs the tails of the container logs of the deploy
+// namespace's pods.
+func logDeployPods(t *testing.T, env *kube.Env) {
+	logs, _ := filepath.Glob(filepath.Join(env.PodLogDir(), deployNS+"_*", "*", "*.log"))
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		t.Logf("--- %s:\n%s", strings.TrimPrefix(l, env.PodLogDir()+"/"), tail(string(b), 30))
+	}
+}
