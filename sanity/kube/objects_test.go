@@ -8,6 +8,7 @@ import (
 
 	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
 	snapfake "github.com/kubernetes-csi/external-snapshotter/client/v8/clientset/versioned/fake"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,6 +43,38 @@ metadata:
   name: snaps
 driver: block.vendor.example
 deletionPolicy: Delete
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: node
+  namespace: ns1
+spec:
+  selector:
+    matchLabels: {app: node}
+  template:
+    metadata:
+      labels: {app: node}
+    spec:
+      containers:
+      - name: driver
+        image: REPLACE
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: controller
+  namespace: ns1
+spec:
+  selector:
+    matchLabels: {app: controller}
+  template:
+    metadata:
+      labels: {app: controller}
+    spec:
+      containers:
+      - name: provisioner
+        image: registry.example/provisioner:v1
 `
 
 // Apply decodes each document into its typed object, lets edit change it,
@@ -62,14 +95,26 @@ func TestApply(t *testing.T) {
 			o.Parameters["pool"] = "p1"
 		case *snapv1.VolumeSnapshotClass:
 			kinds = append(kinds, "VolumeSnapshotClass")
+		case *appsv1.DaemonSet:
+			kinds = append(kinds, "DaemonSet")
+			o.Spec.Template.Spec.Containers[0].Image = "local/driver:test"
+		case *appsv1.Deployment:
+			kinds = append(kinds, "Deployment")
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(kinds, ","); got != "Secret,StorageClass,VolumeSnapshotClass" {
-		t.Errorf("edit saw %s, want Secret,StorageClass,VolumeSnapshotClass", got)
+	if got, want := strings.Join(kinds, ","), "Secret,StorageClass,VolumeSnapshotClass,DaemonSet,Deployment"; got != want {
+		t.Errorf("edit saw %s, want %s", got, want)
+	}
+	ds, err := env.Client.AppsV1().DaemonSets("ns1").Get(ctx, "node", metav1.GetOptions{})
+	if err != nil || ds.Spec.Template.Spec.Containers[0].Image != "local/driver:test" {
+		t.Errorf("DaemonSet: got %v, %v; want the edited image", ds, err)
+	}
+	if _, err := env.Client.AppsV1().Deployments("ns1").Get(ctx, "controller", metav1.GetOptions{}); err != nil {
+		t.Errorf("Deployment: %v", err)
 	}
 	sec, err := env.Client.CoreV1().Secrets("ns1").Get(ctx, "creds", metav1.GetOptions{})
 	if err != nil || sec.StringData["user"] != "tenant" {
@@ -89,7 +134,7 @@ func TestApply(t *testing.T) {
 		want string
 	}{
 		"unknown field": {"apiVersion: v1\nkind: Secret\nmetadata:\n  name: a\nstringDatum:\n  x: y\n", nil, `unknown field "stringDatum"`},
-		"unknown kind":  {"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: a\n", nil, "kind Deployment not supported"},
+		"unknown kind":  {"apiVersion: apps/v1\nkind: StatefulSet\nmetadata:\n  name: a\n", nil, "kind StatefulSet not supported"},
 		"edit error":    {"apiVersion: v1\nkind: Namespace\nmetadata:\n  name: a\n", func(any) error { return errors.New("no") }, "no"},
 		"exists":        {"apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\n  namespace: ns1\n", nil, "already exists"},
 	} {
