@@ -51,16 +51,7 @@ func createFast(path string) (int, bool) {
 	if err := unix.Mkdirat(pfd, base, 0o750); err != nil && !errors.Is(err, unix.EEXIST) {
 		return -1, false
 	}
-	fd, err := unix.Openat(pfd, base, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return -1, false
-	}
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil || st.Mode&unix.S_IFMT == unix.S_IFLNK {
-		unix.Close(fd)
-		return -1, false
-	}
-	return fd, true
+	return notSymlink(unix.Openat(pfd, base, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0))
 }
 
 // openFast is Open's common case in one openat2 call: RESOLVE_NO_SYMLINKS
@@ -71,10 +62,15 @@ func createFast(path string) (int, bool) {
 // which names the culprit, creates what is missing, or returns a corrupt
 // mount as is.
 func openFast(path string) (int, bool) {
-	fd, err := unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{
+	return notSymlink(unix.Openat2(unix.AT_FDCWD, path, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_NO_SYMLINKS,
-	})
+	}))
+}
+
+// notSymlink passes on a descriptor from an O_PATH|O_NOFOLLOW open that
+// fstat can read and that is not a symlink; it closes any other.
+func notSymlink(fd int, err error) (int, bool) {
 	if err != nil {
 		return -1, false
 	}
