@@ -143,19 +143,9 @@ func MountBlock(ctx context.Context, opts MountOptions) error {
 // remountReadOnly makes the bind of the device rdev at target read-only,
 // through the new mount (found again without following symlinks).
 func remountReadOnly(target string, rdev uint64) error {
-	fd, err := safepath.Open("block target", target, false)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return err
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFBLK || st.Rdev != rdev {
-		return errors.New("the bind mount is not at the target after mounting")
-	}
-	return unix.Mount("", safepath.FdPath(fd), "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, "")
+	return safepath.RemountBind("block target", target, unix.MS_RDONLY, func(st *unix.Stat_t) bool {
+		return st.Mode&unix.S_IFMT == unix.S_IFBLK && st.Rdev == rdev
+	})
 }
 
 // checkBound decides whether an existing mount at opts.Target is the one

@@ -3,13 +3,10 @@
 package fstree
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -261,69 +258,24 @@ func (w *walker) scanMounts(fd int, path string) (mnt string, empty bool, err er
 }
 
 // mountsBelow lists the mount points strictly below dir, from
-// /proc/self/mountinfo, for refusing a walk before it touches anything. dir
-// is resolved first (its parents belong to the driver and may be
-// symlinks). It is mountBelow's fallback on kernels before 5.8.
+// /proc/self/mountinfo, as paths below dir. It is mountBelow's fallback on
+// kernels before 5.8.
 func mountsBelow(dir string) ([]string, error) {
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile("/proc/self/mountinfo")
+	under, err := mountpoint.Under(real)
 	if err != nil {
 		return nil, err
 	}
-	// Compare in mountinfo's own escaped form, so a line costs a few byte
-	// scans and no allocation; only a match is unescaped.
-	prefix := []byte(escapeMountPath(strings.TrimSuffix(real, "/") + "/"))
 	var out []string
-	for len(data) > 0 {
-		line := data
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i], data[i+1:]
-		} else {
-			data = nil
-		}
-		mp := field(line, 4)
-		if bytes.HasPrefix(mp, prefix) {
-			rel := strings.TrimPrefix(mountpoint.UnescapeOctal(string(mp)), strings.TrimSuffix(real, "/")+"/")
+	for _, mp := range under {
+		if rel, ok := strings.CutPrefix(mp, strings.TrimSuffix(real, "/")+"/"); ok {
 			out = append(out, filepath.Join(dir, rel))
 		}
 	}
 	return out, nil
-}
-
-// field returns the n-th (from 0) space-separated field of a mountinfo line.
-func field(line []byte, n int) []byte {
-	for ; n > 0; n-- {
-		i := bytes.IndexByte(line, ' ')
-		if i < 0 {
-			return nil
-		}
-		line = line[i+1:]
-	}
-	if i := bytes.IndexByte(line, ' '); i >= 0 {
-		return line[:i]
-	}
-	return line
-}
-
-// escapeMountPath escapes a path as the kernel writes it in mountinfo:
-// space, tab, newline and backslash as \ooo.
-func escapeMountPath(p string) string {
-	if !strings.ContainsAny(p, " \t\n\\") {
-		return p
-	}
-	var b strings.Builder
-	for i := 0; i < len(p); i++ {
-		switch c := p[i]; c {
-		case ' ', '\t', '\n', '\\':
-			fmt.Fprintf(&b, "\\%03o", c)
-		default:
-			b.WriteByte(c)
-		}
-	}
-	return b.String()
 }
 
 // mountError is the refusal of a walk that met a mount point.

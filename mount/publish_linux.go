@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/csikit/csikit/internal/safepath"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 )
@@ -150,19 +151,9 @@ func (m *Mounter) Publish(ctx context.Context, o PublishOptions) error {
 // remountBind applies flags to the bind just made at target, after
 // checking that the mount found there is that bind.
 func remountBind(target string, src *unix.Stat_t, flags uintptr) error {
-	fd, err := openPath("target", target, false)
-	if err != nil {
-		return err
-	}
-	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return err
-	}
-	if st.Dev != src.Dev || st.Ino != src.Ino {
-		return errors.New("the bind mount is not at the target after mounting")
-	}
-	return unix.Mount("", fdPath(fd), "", unix.MS_BIND|unix.MS_REMOUNT|flags, "")
+	return safepath.RemountBind("target", target, flags, func(st *unix.Stat_t) bool {
+		return st.Dev == src.Dev && st.Ino == src.Ino
+	})
 }
 
 // checkSource refuses a source that is not a mount point (unless

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/csikit/csikit/block"
+	"github.com/csikit/csikit/internal/mountpoint"
 )
 
 // capacity returns the size of the filesystem at a directory or of a block
@@ -36,51 +37,7 @@ func capacity(path string) (int64, error) {
 
 // mountsUnder lists the mount points at or below dir, deepest first, read
 // from /proc/self/mountinfo.
-func mountsUnder(dir string) ([]string, error) {
-	dir = filepath.Clean(dir)
-	if r, err := filepath.EvalSymlinks(dir); err == nil {
-		dir = r
-	}
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescapeMountinfo(fields[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			out = append(out, mp)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
-	return out, sc.Err()
-}
-
-// unescapeMountinfo undoes the octal escapes (\040 for space etc.) of
-// /proc/self/mountinfo.
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			v := (int(s[i+1]-'0') << 6) | (int(s[i+2]-'0') << 3) | int(s[i+3]-'0')
-			b.WriteByte(byte(v))
-			i += 3
-			continue
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
+func mountsUnder(dir string) ([]string, error) { return mountpoint.Under(dir) }
 
 // detach lazily unmounts path, so a leak the harness found does not
 // outlive the test.
@@ -142,7 +99,7 @@ func fsTypesAt(path string) ([]string, error) {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) < 7 || unescapeMountinfo(fields[4]) != path {
+		if len(fields) < 7 || mountpoint.UnescapeOctal(fields[4]) != path {
 			continue
 		}
 		for i := 6; i+1 < len(fields); i++ {

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -89,6 +90,43 @@ func MountInfo(path string) (bool, error) {
 		}
 	}
 	return false, sc.Err()
+}
+
+// Under lists the mount points at dir or below it, read from
+// /proc/self/mountinfo, deepest first and, for mounts stacked on one path,
+// the top one first: the order to unmount them in. dir is resolved first
+// (its parents may be symlinks), and the mount points are returned as the
+// kernel names them. A prefix that is not a path component ("/a/bc" for
+// "/a/b") does not count.
+func Under(dir string) ([]string, error) {
+	dir = filepath.Clean(dir)
+	if r, err := filepath.EvalSymlinks(dir); err == nil {
+		dir = r
+	}
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		mp := UnescapeOctal(fields[4])
+		if mp == dir || strings.HasPrefix(mp, strings.TrimSuffix(dir, "/")+"/") {
+			out = append(out, mp)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	slices.Reverse(out) // later lines are mounted later: on top
+	slices.SortStableFunc(out, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
+	return out, nil
 }
 
 // UnescapeOctal undoes the \ooo escaping of mountinfo fields.

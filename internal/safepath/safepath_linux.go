@@ -155,3 +155,23 @@ func IsMountRoot(fd int) (bool, error) {
 	}
 	return stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0, nil
 }
+
+// RemountBind applies flags (MS_BIND|MS_REMOUNT|flags) to the bind mount
+// just made at path, reached without following a symlink, after is has
+// confirmed from its fstat that the file found there is the one bound: a
+// path swapped between the mount and the remount is refused, not changed.
+func RemountBind(what, path string, flags uintptr, is func(*unix.Stat_t) bool) error {
+	fd, err := Open(what, path, false)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if !is(&st) {
+		return errors.New("the bind mount is not at the target after mounting")
+	}
+	return unix.Mount("", FdPath(fd), "", unix.MS_BIND|unix.MS_REMOUNT|flags, "")
+}

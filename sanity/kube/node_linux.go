@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/csikit/csikit/internal/mountpoint"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
@@ -564,7 +565,7 @@ func cgroupHierarchies() ([]string, error) {
 			continue
 		}
 		if fs := fields[i+1]; fs == "cgroup" || fs == "cgroup2" {
-			out = append(out, unescapeMount(fields[4]))
+			out = append(out, mountpoint.UnescapeOctal(fields[4]))
 		}
 	}
 	return out, sc.Err()
@@ -918,50 +919,11 @@ func unmountBelow(dir string) []error {
 
 // mountsBelow lists mount points at or below dir, deepest first.
 func mountsBelow(dir string) ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	mps, err := mountpoint.Under(dir)
 	if err != nil {
-		return nil, fmt.Errorf("kube: %w", err)
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
-		}
-		mp := unescapeMount(fields[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			out = append(out, mp)
-		}
-	}
-	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("kube: mountinfo: %w", err)
 	}
-	// Deepest (and, for the same path, latest) first.
-	slices.Reverse(out)
-	slices.SortStableFunc(out, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
-	return out, nil
-}
-
-// unescapeMount decodes the octal escapes of a mountinfo path.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
+	return mps, nil
 }
 
 // removeHostLeftovers removes what this node left in host directories

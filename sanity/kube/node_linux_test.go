@@ -59,11 +59,3 @@ func TestUnmountBelow(t *testing.T) {
 		t.Fatalf("the sibling %s (a prefix match, not below) was unmounted: %v", sibling, left)
 	}
 }
-
-func TestUnescapeMount(t *testing.T) {
-	for in, want := range map[string]string{`/a\040b`: "/a b", `/plain`: "/plain", `/t\011x\134`: "/t\tx\\", `/short\04`: `/short\04`} {
-		if got := unescapeMount(in); got != want {
-			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
