@@ -1,7 +1,6 @@
 package sanity
 
 import (
-	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -89,27 +88,17 @@ func fsTypesAt(path string) ([]string, error) {
 	if r, err := filepath.EvalSymlinks(path); err == nil {
 		path = r
 	}
-	f, err := os.Open("/proc/self/mountinfo")
+	all, err := mountpoint.List()
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 7 || mountpoint.UnescapeOctal(fields[4]) != path {
-			continue
-		}
-		for i := 6; i+1 < len(fields); i++ {
-			if fields[i] == "-" {
-				out = append(out, fields[i+1])
-				break
-			}
+	for _, e := range all {
+		if e.Point == path {
+			out = append(out, e.FSType)
 		}
 	}
-	return out, sc.Err()
+	return out, nil
 }
 
 // deviceMappings returns the device-mapper devices (dm-N) and, for each,

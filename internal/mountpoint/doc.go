@@ -2,5 +2,8 @@
 // statx STATX_ATTR_MOUNT_ROOT (Linux 5.8+), else openat2 with
 // RESOLVE_NO_XDEV (5.6+), and only on older kernels a scan of
 // /proc/self/mountinfo. It is shared by mount/ and block/, which wrap it in
-// their public APIs.
+// their public APIs. It also holds the project's one reader of
+// /proc/self/mountinfo as a list (List, and Under for the mounts at or
+// below a directory in unmount order), which fstree's old-kernel fallback
+// and the sanity harnesses use.
 package mountpoint

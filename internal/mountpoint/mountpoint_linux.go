@@ -92,6 +92,39 @@ func MountInfo(path string) (bool, error) {
 	return false, sc.Err()
 }
 
+// Entry is one line of /proc/self/mountinfo, the fields the callers use.
+type Entry struct {
+	// Point is the mount point, unescaped.
+	Point string
+	// FSType is the file system type, e.g. "ext4".
+	FSType string
+}
+
+// List reads /proc/self/mountinfo, in its order (a mount stacked on a
+// path comes after the one below it).
+func List() ([]Entry, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out []Entry
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1024*1024)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 {
+			continue
+		}
+		e := Entry{Point: UnescapeOctal(fields[4])}
+		if i := slices.Index(fields[5:], "-"); i >= 0 && 5+i+1 < len(fields) {
+			e.FSType = fields[5+i+1]
+		}
+		out = append(out, e)
+	}
+	return out, sc.Err()
+}
+
 // Under lists the mount points at dir or below it, read from
 // /proc/self/mountinfo, deepest first and, for mounts stacked on one path,
 // the top one first: the order to unmount them in. dir is resolved first
@@ -103,26 +136,15 @@ func Under(dir string) ([]string, error) {
 	if r, err := filepath.EvalSymlinks(dir); err == nil {
 		dir = r
 	}
-	f, err := os.Open("/proc/self/mountinfo")
+	all, err := List()
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	var out []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 {
-			continue
+	for _, e := range all {
+		if e.Point == dir || strings.HasPrefix(e.Point, strings.TrimSuffix(dir, "/")+"/") {
+			out = append(out, e.Point)
 		}
-		mp := UnescapeOctal(fields[4])
-		if mp == dir || strings.HasPrefix(mp, strings.TrimSuffix(dir, "/")+"/") {
-			out = append(out, mp)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, err
 	}
 	slices.Reverse(out) // later lines are mounted later: on top
 	slices.SortStableFunc(out, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
