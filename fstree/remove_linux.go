@@ -22,16 +22,24 @@ func remove(ctx context.Context, dir string, opts RemoveOptions) error {
 	if err := ctx.Err(); err != nil {
 		return codederr.FromContext(err, "remove %s", dir)
 	}
-	var st unix.Stat_t
-	if err := unix.Lstat(dir, &st); err != nil {
+	// One statx gives the root's type, identity and, on Linux 5.8+,
+	// whether it is a mount point.
+	var st unix.Statx_t
+	flags := unix.AT_SYMLINK_NOFOLLOW | unix.AT_NO_AUTOMOUNT | unix.AT_STATX_DONT_SYNC
+	if err := unix.Statx(unix.AT_FDCWD, dir, flags, unix.STATX_TYPE|unix.STATX_INO, &st); err != nil {
 		if isNotExist(err) {
 			return nil
 		}
 		return sysError("lstat", dir, err)
 	}
-	if mnt, err := mountpoint.Is(dir); err != nil {
-		return sysError("check mount at", dir, err)
-	} else if mnt {
+	isMount := st.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0
+	if st.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT == 0 {
+		var err error
+		if isMount, err = mountpoint.Is(dir); err != nil {
+			return sysError("check mount at", dir, err)
+		}
+	}
+	if isMount {
 		return mountError("remove", dir)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
@@ -59,7 +67,7 @@ func remove(ctx context.Context, dir string, opts RemoveOptions) error {
 		unix.Close(fd)
 		return sysError("stat", dir, err)
 	}
-	if fst.Dev != st.Dev || fst.Ino != st.Ino {
+	if fst.Dev != unix.Mkdev(st.Dev_major, st.Dev_minor) || fst.Ino != st.Ino {
 		unix.Close(fd)
 		return codederr.Errorf(codes.Aborted, nil, "remove %s: it was replaced while being removed; retry", dir)
 	}
