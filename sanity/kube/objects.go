@@ -2,7 +2,10 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +23,8 @@ import (
 
 // Apply creates the objects of a YAML manifest (documents separated by
 // "---"), e.g. a driver's deploy/ files. Each document is decoded strictly
-// (an unknown field is an error) into its typed object, which edit, when
+// (an unknown field, or a field name in another case than the API's, is an
+// error) into its typed object, which edit, when
 // not nil, may change before it is created: fill in a Secret's key, point
 // a StorageClass at a test pool. Kinds: Namespace, ServiceAccount, Secret,
 // ClusterRole, ClusterRoleBinding, Role, RoleBinding, CSIDriver,
@@ -107,6 +111,12 @@ func (e *Env) Apply(ctx context.Context, manifest []byte, edit func(obj any) err
 			return fmt.Errorf("kube: manifest document %d: kind %s not supported", i, meta.Kind)
 		}
 		if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
+			return fmt.Errorf("kube: manifest document %d (%s): %w", i, meta.Kind, err)
+		}
+		// UnmarshalStrict matches field names in any case, as
+		// encoding/json does; the API server does not, and would drop a
+		// "stringdata" without a word.
+		if err := checkFieldCase([]byte(doc), obj); err != nil {
 			return fmt.Errorf("kube: manifest document %d (%s): %w", i, meta.Kind, err)
 		}
 		if edit != nil {
@@ -210,4 +220,60 @@ func FileSystemResizePending(c *corev1.PersistentVolumeClaim) bool {
 		}
 	}
 	return false
+}
+
+// checkFieldCase fails when a key of doc names a field of obj (decoded
+// from doc) in another case than the API's spelling, which it finds in obj
+// encoded again: a key that is missing there but matches one of its keys
+// in another case.
+func checkFieldCase(doc []byte, obj any) error {
+	j, err := yaml.YAMLToJSON(doc)
+	if err != nil {
+		return err
+	}
+	canonJSON, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	var given, canon any
+	if err := json.Unmarshal(j, &given); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(canonJSON, &canon); err != nil {
+		return err
+	}
+	if p, want := caseMismatch(given, canon, ""); p != "" {
+		return fmt.Errorf("field %s: the API spells it %q", p, want)
+	}
+	return nil
+}
+
+// caseMismatch returns the path of the first key of given (in sorted order)
+// that canon holds only in another case, and canon's spelling.
+func caseMismatch(given, canon any, path string) (string, string) {
+	switch g := given.(type) {
+	case map[string]any:
+		c, _ := canon.(map[string]any)
+		for _, k := range slices.Sorted(maps.Keys(g)) {
+			if cv, ok := c[k]; ok {
+				if p, want := caseMismatch(g[k], cv, path+"."+k); p != "" {
+					return p, want
+				}
+				continue
+			}
+			for ck := range c {
+				if strings.EqualFold(ck, k) {
+					return strings.TrimPrefix(path+"."+k, "."), ck
+				}
+			}
+		}
+	case []any:
+		c, _ := canon.([]any)
+		for i := range min(len(g), len(c)) {
+			if p, want := caseMismatch(g[i], c[i], fmt.Sprintf("%s[%d]", path, i)); p != "" {
+				return p, want
+			}
+		}
+	}
+	return "", ""
 }

@@ -144,3 +144,32 @@ func TestApply(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyFieldCase: a field name in another case than the API's is an
+// error naming it (encoding/json, under the strict YAML decoder, would
+// match it; the API server would drop it), and nothing is created.
+func TestApplyFieldCase(t *testing.T) {
+	for _, tc := range []struct{ doc, want string }{
+		{"apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\n  namespace: ns1\nstringdata:\n  key: v\n", `field stringdata: the API spells it "stringData"`},
+		{"apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: d\n  namespace: ns1\nspec:\n  selector: {matchLabels: {app: d}}\n  template:\n    metadata: {labels: {app: d}}\n    spec:\n      containers:\n      - name: c\n        image: i\n        imagePullpolicy: Never\n",
+			`field spec.template.spec.containers[0].imagePullpolicy: the API spells it "imagePullPolicy"`},
+	} {
+		env := &kube.Env{Client: fake.NewClientset()}
+		err := env.Apply(context.Background(), []byte(tc.doc), nil)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Apply = %v; want an error containing %s", err, tc.want)
+		}
+		if s, _ := env.Client.CoreV1().Secrets("ns1").List(context.Background(), metav1.ListOptions{}); len(s.Items) != 0 {
+			t.Errorf("a Secret was created: %v", s.Items)
+		}
+		if d, _ := env.Client.AppsV1().DaemonSets("ns1").List(context.Background(), metav1.ListOptions{}); len(d.Items) != 0 {
+			t.Errorf("a DaemonSet was created: %v", d.Items)
+		}
+	}
+	// User keys (labels, data) keep their case, whatever it is.
+	env := &kube.Env{Client: fake.NewClientset()}
+	doc := "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s\n  namespace: ns1\n  labels: {App: x}\nstringData:\n  UserKey: v\n"
+	if err := env.Apply(context.Background(), []byte(doc), nil); err != nil {
+		t.Fatalf("Apply of a Secret with upper-case user keys: %v", err)
+	}
+}
