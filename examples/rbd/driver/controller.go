@@ -189,6 +189,14 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 				return nil, backendError(serr, "size of image "+id.image())
 			}
 			size = int64(s)
+			if src != nil {
+				// The call that cloned it may have died before finishing
+				// the clone: the journal's fingerprint makes this the same
+				// request, so finish it now (every step is idempotent).
+				if size, err = d.resumeClone(ctx, creds, io, id, src, r.GetCapacityRange(), size); err != nil {
+					return nil, err
+				}
+			}
 		} else if !errors.Is(err, rbd.ErrNotFound) {
 			return nil, backendError(err, "open image "+id.image())
 		} else {
@@ -224,6 +232,9 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 	}
 	if lim := r.GetCapacityRange().GetLimitBytes(); lim > 0 && size > lim {
 		return nil, status.Errorf(codes.AlreadyExists, "volume %s exists with %d bytes, more than the limit of %d", id, size, lim)
+	}
+	if req := r.GetCapacityRange().GetRequiredBytes(); size < req {
+		return nil, status.Errorf(codes.AlreadyExists, "volume %s exists with %d bytes, less than the required %d", id, size, req)
 	}
 	vol := &csi.Volume{
 		VolumeId: id.String(), CapacityBytes: size, ContentSource: src,
@@ -274,33 +285,83 @@ func checkCaps(caps []*csi.VolumeCapability) error {
 }
 
 // finishClone resizes a fresh clone to the requested size and flattens it
-// when its chain is too deep.
+// when its chain is too deep; a clone the request's range does not fit is
+// removed.
 func (d *Driver) finishClone(ctx context.Context, creds Credentials, io *rados.IOContext, name string, srcSize int64, cr *csi.CapacityRange) (int64, error) {
 	size, err := d.sizeFor(cr, srcSize)
 	if err != nil {
 		_ = rbd.RemoveImage(io, name)
 		return 0, err
 	}
+	return size, d.completeClone(ctx, creds, io, name, size)
+}
+
+// resumeClone finishes a clone found made under the reserved ID, whose
+// maker may have died between cloning and finishing: it removes a volume
+// source's temporary snapshot, then grows and flattens the clone as
+// finishClone would have. A range the clone does not fit is the caller's
+// AlreadyExists, not a reason to remove it.
+func (d *Driver) resumeClone(ctx context.Context, creds Credentials, io *rados.IOContext, id volumeID, src *csi.VolumeContentSource, cr *csi.CapacityRange, cur int64) (int64, error) {
+	if v := src.GetVolume(); v != nil {
+		d.dropCloneSnap(ctx, creds, id, v.GetVolumeId())
+	}
+	if lim := cr.GetLimitBytes(); lim > 0 && cur > lim {
+		return cur, nil
+	}
+	size, err := d.sizeFor(cr, cur)
+	if err != nil {
+		return 0, err
+	}
+	return size, d.completeClone(ctx, creds, io, id.image(), size)
+}
+
+// dropCloneSnap removes the temporary snapshot a clone of volume srcID
+// under id was made from, if it is still there. A source that is gone or
+// unreadable is left alone: the snapshot then only delays the source's
+// removal (DeleteVolume keeps an image with snapshots as csi-del-…).
+func (d *Driver) dropCloneSnap(ctx context.Context, creds Credentials, id volumeID, srcID string) {
+	v, ok := parseVolumeID(srcID)
+	if !ok {
+		return
+	}
+	sio, _, done, err := d.volumeIO(ctx, creds, v.pool)
+	if err != nil {
+		return
+	}
+	defer done()
+	src, err := rbd.OpenImage(sio, v.image(), rbd.NoSnapshot)
+	if err != nil {
+		return
+	}
+	defer src.Close()
+	if err := src.GetSnapshot(id.cloneSnap()).Remove(); err != nil && !errors.Is(err, rbd.ErrNotFound) {
+		d.opts.Logger.Warn("could not remove the clone's temporary snapshot", "volume", srcID, "snapshot", id.cloneSnap(), "error", err)
+	}
+}
+
+// completeClone grows clone name to size if it is smaller and flattens it
+// when its chain is deeper than Options.MaxCloneDepth.
+func (d *Driver) completeClone(ctx context.Context, creds Credentials, io *rados.IOContext, name string, size int64) error {
 	img, err := rbd.OpenImage(io, name, rbd.NoSnapshot)
 	if err != nil {
-		return 0, backendError(err, "open clone "+name)
+		return backendError(err, "open clone "+name)
 	}
 	defer img.Close()
 	if cur, err := img.GetSize(); err == nil && int64(cur) < size {
 		if err := img.Resize(uint64(size)); err != nil {
-			return 0, backendError(err, "resize clone "+name)
+			return backendError(err, "resize clone "+name)
 		}
 	}
 	depth, err := d.chainDepth(ctx, creds, img)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	if d.opts.MaxCloneDepth < 0 || depth > d.opts.MaxCloneDepth {
 		if err := img.Flatten(); err != nil && cephErrno(err) != 22 { // EINVAL: no parent (flattened already)
-			return 0, backendError(err, "flatten clone "+name)
+			return backendError(err, "flatten clone "+name)
 		}
 	}
-	return size, nil
+	return nil
 }
 
 // chainDepth is how many parents img has.

@@ -282,3 +282,81 @@ func keyNowhere(t *testing.T, key string) {
 		return nil
 	})
 }
+
+// TestCloneResumedAfterCrash leaves a volume clone exactly as a replica
+// killed between cloning and finishing would: the source's temporary
+// snapshot made and the clone made at the source's size under the reserved
+// ID, neither grown nor cleaned up. The retry must finish it — the
+// requested size answered and given to the image, the temporary snapshot
+// gone from the source — rather than answer the clone as it found it.
+func TestCloneResumedAfterCrash(t *testing.T) {
+	c := cephtest.Require(t)
+	d := newDriver(t, c, driver.Options{})
+	ctx := context.Background()
+	local := func(id string) string { return id[strings.IndexByte(id, '-')+1:] }
+
+	srcID := blockVolume(t, d, c, nil) // 4 MiB
+	req := &csi.CreateVolumeRequest{
+		Name: "resume-" + idempotency.RandomID(""), VolumeCapabilities: []*csi.VolumeCapability{blockCap}, Secrets: c.Secrets(),
+		CapacityRange:       &csi.CapacityRange{RequiredBytes: 8 << 20},
+		VolumeContentSource: &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: srcID}}},
+	}
+	rctx, id := reservedVolumeID(t, d, c, req)
+	t.Cleanup(func() {
+		for _, v := range []string{id, srcID} {
+			if _, err := d.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: v, Secrets: c.Secrets()}); err != nil {
+				t.Errorf("delete %s: %v", v, err)
+			}
+		}
+		_ = d.Journal().Release(rctx, idempotency.KindVolume, id)
+	})
+
+	// The dead replica's half of the create.
+	io := adminlessIO(t, c)
+	src, err := rbd.OpenImage(io, "csi-vol-"+local(srcID), rbd.NoSnapshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	tmpSnap := "csi-clone-" + local(id)
+	if _, err := src.CreateSnapshot(tmpSnap); err != nil {
+		t.Fatal(err)
+	}
+	opts := rbd.NewRbdImageOptions()
+	defer opts.Destroy()
+	if err := opts.SetUint64(rbd.ImageOptionFeatures, rbd.FeatureLayering); err != nil {
+		t.Fatal(err)
+	}
+	if err := opts.SetUint64(rbd.ImageOptionCloneFormat, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := rbd.CloneFromImage(src, tmpSnap, io, "csi-vol-"+local(id), opts); err != nil {
+		t.Fatal(err)
+	}
+
+	resp, err := d.CreateVolume(rctx, req)
+	if err != nil {
+		t.Fatalf("retry of the interrupted clone: %v", err)
+	}
+	if got := resp.GetVolume(); got.GetVolumeId() != id || got.GetCapacityBytes() != 8<<20 {
+		t.Fatalf("retry answered %s with %d bytes; want %s with %d", got.GetVolumeId(), got.GetCapacityBytes(), id, 8<<20)
+	}
+	img, err := rbd.OpenImageReadOnly(io, "csi-vol-"+local(id), rbd.NoSnapshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size, err := img.GetSize()
+	_ = img.Close()
+	if err != nil || size != 8<<20 {
+		t.Errorf("the clone's image is %d bytes (%v); the answer said %d", size, err, 8<<20)
+	}
+	snaps, err := src.GetSnapshotNames()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range snaps {
+		if s.Name == tmpSnap {
+			t.Errorf("the source still has the clone's temporary snapshot %s: it would keep the source's image alive after its DeleteVolume", tmpSnap)
+		}
+	}
+}
