@@ -7,6 +7,10 @@
 //
 //	rbd --monitors 10.0.0.1:3300 --endpoint unix:///csi/csi.sock --nodeid $(hostname)
 //
+// On a node it registers itself with kubelet (--kubelet-registration-path,
+// no node-driver-registrar) and serves /healthz and /metrics
+// (--metrics-address, no livenessprobe sidecar).
+//
 // Ceph credentials come only from the CSI secrets of each request
 // (userID, userKey); no flag or file holds a key. Build with
 // -tags pacific (or the tag of the Ceph release whose librbd you link).
@@ -24,14 +28,21 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/examples/rbd/driver"
 	"github.com/csikit/csikit/idempotency"
 	"github.com/csikit/csikit/k8s/csidriver"
+	"github.com/csikit/csikit/k8s/registration"
+	"github.com/csikit/csikit/metrics"
+	"github.com/csikit/csikit/runner"
 )
 
 type config struct {
 	endpoint, monitors, pool, nodeID, zone, stateDir, mapper, driverName, logLevel string
+	metricsAddr, kubeletRegistration, kubeletRegistrationDir                       string
 	cloneDepth                                                                     int
 	timeout                                                                        time.Duration
 	printCSIDriver, showVersion                                                    bool
@@ -59,6 +70,9 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.cloneDepth, "max-clone-depth", 8, "flatten clones whose parent chain is longer (negative: always)")
 	fs.DurationVar(&c.timeout, "ceph-timeout", 30*time.Second, "timeout of each Ceph operation")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.metricsAddr, "metrics-address", "", "address for /metrics and /healthz (empty = off)")
+	fs.StringVar(&c.kubeletRegistration, "kubelet-registration-path", "", "register with kubelet directly (no node-driver-registrar): the CSI socket's path on the host, e.g. /var/lib/kubelet/plugins/rbd.csikit.dev/csi.sock")
+	fs.StringVar(&c.kubeletRegistrationDir, "kubelet-registration-dir", registration.DefaultDir, "kubelet's plugin registration directory (for a kubelet with a non-default --root-dir)")
 	fs.BoolVar(&c.printCSIDriver, "print-csidriver", false, "print the CSIDriver object as YAML and exit")
 	fs.BoolVar(&c.showVersion, "version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
@@ -100,9 +114,18 @@ func run(args []string) error {
 		return err
 	}
 	defer d.Close()
-	srv, err := csikit.NewServer(d.Service(), d.ServerOptions(csikit.Options{
+	var reg *prometheus.Registry
+	if cfg.metricsAddr != "" && !cfg.printCSIDriver {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	opts := d.ServerOptions(csikit.Options{
 		Name: cfg.driverName, Version: version(), NodeID: cfg.nodeID, Logger: logger,
-	}))
+	})
+	if reg != nil {
+		opts.Registry = reg
+	}
+	srv, err := csikit.NewServer(d.Service(), opts)
 	if err != nil {
 		return err
 	}
@@ -120,13 +143,28 @@ func run(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	swept := make(chan struct{})
-	go func() { sweep(ctx, d, srv, logger); close(swept) }()
 	fmt.Fprintf(os.Stderr, "rbd %s: driver %s on node %s, serving %s, monitors %s\n", version(), cfg.driverName, cfg.nodeID, cfg.endpoint, cfg.monitors)
-	err = srv.ListenAndServe(ctx, cfg.endpoint)
-	stop()
-	<-swept
-	return err
+	// The parts run together and stop in reverse order: the sweep first,
+	// then the CSI server drains, then kubelet registration, and /metrics
+	// and /healthz last, so they see the end of the drain.
+	g := runner.New(runner.Options{Logger: logger})
+	if reg != nil {
+		g.Add("metrics", runner.Func(func(ctx context.Context) error {
+			return metrics.ListenAndServe(ctx, cfg.metricsAddr, metrics.HTTPOptions{Gatherer: reg, Probe: g.Check, Logger: logger})
+		}))
+	}
+	if cfg.kubeletRegistration != "" {
+		kubelet, err := registration.New(registration.Options{DriverName: cfg.driverName, Endpoint: cfg.kubeletRegistration,
+			Dir: cfg.kubeletRegistrationDir, Logger: logger})
+		if err != nil {
+			return err
+		}
+		g.Add("kubelet-registration", runner.Func(kubelet.Run), runner.WithCheck(func(context.Context) error { return kubelet.Err() }))
+	}
+	g.Add("csi", runner.Func(func(ctx context.Context) error { return srv.ListenAndServe(ctx, cfg.endpoint) }),
+		runner.WithCheck(metrics.IdentityProbe(srv)))
+	g.Add("sweep", runner.Func(func(ctx context.Context) error { sweep(ctx, d, srv, logger); return nil }))
+	return g.Run(ctx)
 }
 
 // sweep releases, hourly, the journal reservations of creates that failed
