@@ -316,9 +316,12 @@ func (d *Driver) resumeClone(ctx context.Context, creds Credentials, io *rados.I
 }
 
 // dropCloneSnap removes the temporary snapshot a clone of volume srcID
-// under id was made from, if it is still there. A source that is gone or
-// unreadable is left alone: the snapshot then only delays the source's
-// removal (DeleteVolume keeps an image with snapshots as csi-del-…).
+// under id was made from, if it is still there and the clone is attached
+// to it. A clone not (yet) among the snapshot's children is another
+// replica's clone in progress, which removes the snapshot itself: removing
+// it now would fail that clone. A source that is gone or unreadable is
+// left alone: the snapshot then only delays the source's removal
+// (DeleteVolume keeps an image with snapshots as csi-del-…).
 func (d *Driver) dropCloneSnap(ctx context.Context, creds Credentials, id volumeID, srcID string) {
 	v, ok := parseVolumeID(srcID)
 	if !ok {
@@ -329,6 +332,15 @@ func (d *Driver) dropCloneSnap(ctx context.Context, creds Credentials, id volume
 		return
 	}
 	defer done()
+	at, err := rbd.OpenImageReadOnly(sio, v.image(), id.cloneSnap())
+	if err != nil {
+		return // removed already (or the source is gone)
+	}
+	_, children, err := at.ListChildren()
+	_ = at.Close()
+	if err != nil || !slices.Contains(children, id.image()) {
+		return
+	}
 	src, err := rbd.OpenImage(sio, v.image(), rbd.NoSnapshot)
 	if err != nil {
 		return

@@ -359,4 +359,47 @@ func TestCloneResumedAfterCrash(t *testing.T) {
 			t.Errorf("the source still has the clone's temporary snapshot %s: it would keep the source's image alive after its DeleteVolume", tmpSnap)
 		}
 	}
+
+	// An image under the reserved name that is not (yet) attached to the
+	// temporary snapshot stands for another replica's clone in progress:
+	// the retry answers it but leaves the snapshot to that replica, whose
+	// clone would fail without it.
+	req2 := &csi.CreateVolumeRequest{
+		Name: "resume-" + idempotency.RandomID(""), VolumeCapabilities: []*csi.VolumeCapability{blockCap}, Secrets: c.Secrets(),
+		CapacityRange:       &csi.CapacityRange{RequiredBytes: 4 << 20},
+		VolumeContentSource: req.VolumeContentSource,
+	}
+	rctx2, id2 := reservedVolumeID(t, d, c, req2)
+	t.Cleanup(func() {
+		if _, err := d.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: id2, Secrets: c.Secrets()}); err != nil {
+			t.Errorf("delete %s: %v", id2, err)
+		}
+		_ = d.Journal().Release(rctx2, idempotency.KindVolume, id2)
+	})
+	tmpSnap2 := "csi-clone-" + local(id2)
+	if _, err := src.CreateSnapshot(tmpSnap2); err != nil {
+		t.Fatal(err)
+	}
+	blank := rbd.NewRbdImageOptions()
+	defer blank.Destroy()
+	if err := rbd.CreateImage(io, "csi-vol-"+local(id2), 4<<20, blank); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.CreateVolume(rctx2, req2); err != nil {
+		t.Fatalf("retry over a clone in progress: %v", err)
+	}
+	snaps, err = src.GetSnapshotNames()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, s := range snaps {
+		found = found || s.Name == tmpSnap2
+	}
+	if !found {
+		t.Errorf("the retry removed %s, which no clone was attached to yet", tmpSnap2)
+	}
+	if err := src.GetSnapshot(tmpSnap2).Remove(); err != nil {
+		t.Error(err)
+	}
 }
