@@ -293,7 +293,10 @@ func (d *Driver) finishClone(ctx context.Context, creds Credentials, io *rados.I
 		_ = rbd.RemoveImage(io, name)
 		return 0, err
 	}
-	return size, d.completeClone(ctx, creds, io, name, size)
+	if err := d.completeClone(ctx, creds, io, name, size); err != nil {
+		return 0, err
+	}
+	return size, nil
 }
 
 // resumeClone finishes a clone found made under the reserved ID, whose
@@ -312,7 +315,10 @@ func (d *Driver) resumeClone(ctx context.Context, creds Credentials, io *rados.I
 	if err != nil {
 		return 0, err
 	}
-	return size, d.completeClone(ctx, creds, io, id.image(), size)
+	if err := d.completeClone(ctx, creds, io, id.image(), size); err != nil {
+		return 0, err
+	}
+	return size, nil
 }
 
 // dropCloneSnap removes the temporary snapshot a clone of volume srcID
