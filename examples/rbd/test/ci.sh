@@ -63,6 +63,9 @@ go test -tags pacific -race -count=1 -timeout 15m $(go list -tags pacific ./... 
 # detector would only watch the test's client-go calls), and a race build
 # of client-go and the Kubernetes API types cost 14 minutes on the shared
 # 2-core machine, where the plain build shares sanity/kube's compile cache.
+step "benchmarks, once each (-benchtime 1x)"
+go test -tags pacific -run '^$' -bench . -benchtime 1x -count=1 -timeout 5m ./...
+
 step "sanity/kube scenarios: the rbd binary under the real sidecars"
 go test -tags pacific -count=1 -timeout 10m -v ./test/kube
 
