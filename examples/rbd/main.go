@@ -163,26 +163,19 @@ func run(args []string) error {
 	}
 	g.Add("csi", runner.Func(func(ctx context.Context) error { return srv.ListenAndServe(ctx, cfg.endpoint) }),
 		runner.WithCheck(metrics.IdentityProbe(srv)))
-	g.Add("sweep", runner.Func(func(ctx context.Context) error { sweep(ctx, d, srv, logger); return nil }))
-	return g.Run(ctx)
-}
-
-// sweep releases, hourly, the journal reservations of creates that failed
-// a day or more ago and were never retried to success, in the pools served
-// since start, removing any image made under them.
-func sweep(ctx context.Context, d *driver.Driver, srv *csikit.Server, logger *slog.Logger) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(time.Hour):
-		}
+	// Releases, hourly, the journal reservations of creates that failed a
+	// day or more ago and were never retried to success, in the pools
+	// served since start, removing any image made under them. (The first,
+	// at start, finds no pool served yet.)
+	g.Add("sweep", runner.Every(time.Hour, func(ctx context.Context) error {
+		var errs []error
 		for _, k := range []idempotency.Kind{idempotency.KindVolume, idempotency.KindSnapshot} {
-			if _, err := d.SweepAbandoned(ctx, srv.Locks(), k, 24*time.Hour); err != nil && ctx.Err() == nil {
-				logger.Warn("sweeping abandoned reservations", "error", err)
-			}
+			_, err := d.SweepAbandoned(ctx, srv.Locks(), k, 24*time.Hour)
+			errs = append(errs, err)
 		}
-	}
+		return errors.Join(errs...)
+	}, func(err error) { logger.Warn("sweeping abandoned reservations", "error", err) }))
+	return g.Run(ctx)
 }
 
 // version is the module version the binary was built from, or a
