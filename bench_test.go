@@ -146,9 +146,10 @@ func BenchmarkCreateVolume(b *testing.B) {
 }
 
 // BenchmarkOverhead measures the full chain against the bare server in one
-// run. Each of its five rounds makes b.N calls on the bare server and b.N
-// on csikit's, interleaved in blocks of overheadBlock calls (bare, csikit,
-// csikit, bare, …), so both sides see the same machine: on a shared
+// run. Each of its five rounds makes b.N timed calls on the bare server
+// and b.N on csikit's, interleaved in blocks of overheadBlock calls (bare,
+// csikit, csikit, bare, …), then up to 1000 more on each whose allocations
+// it counts; interleaving lets both sides see the same machine: on a shared
 // machine the speed of the whole process drifts by tens of percent within
 // seconds, which a round of one side and then a round of the other turns
 // into a ratio anywhere between 0.9 and 1.4. It reports each side's median

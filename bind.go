@@ -181,11 +181,7 @@ func (b *bound) handleStream(_ any, ss grpc.ServerStream) error {
 // learns that the RPC is missing), then the RPC's validation rule. Calls
 // of services registered through GRPCServer pass untouched.
 func (s *Server) admit(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	// The table's calls carry their entry in info (no map look-up).
-	b, ok := info.Server.(*bound)
-	if !ok || b.srv != s {
-		b = s.rpcs[info.FullMethod]
-	}
+	b := s.entryOf(info)
 	if b == nil {
 		return h(ctx, req)
 	}

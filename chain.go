@@ -26,10 +26,11 @@ import (
 //  2. request ID: taken from incoming metadata or generated, in ctx.
 //  3. logging: one line per call, secrets stripped, built only when logged;
 //     the level from Options.LogLevel (DefaultLogLevel). It puts the call's
-//     logger and start time in ctx (logging.FromContext; the lock table
-//     takes the start as the locks' age). Each table entry has its own
+//     logger and start time in ctx (logging.FromContext; idempotency takes
+//     the start as the locks' age). Each unary table entry has its own
 //     (logging.Options.FullMethod): its method attribute is formatted once
-//     by the handler, and DefaultLogLevel is resolved for it once. Right below it,
+//     by the handler, and DefaultLogLevel is resolved for it once; streams
+//     and GRPCServer's services share one. Right below it,
 //     secrets.UnaryServerInterceptor (and its stream variant) redacts the
 //     request's secrets from a returned error's message and details, so
 //     the log line and the client (and the Events sidecars make of it) see
@@ -88,13 +89,15 @@ func (s *Server) buildChain() error {
 		lopts.Level = s.defaultLogLevel
 	}
 
-	const logAt = 2 // the logging interceptor's index in unary
 	unary := []grpc.UnaryServerInterceptor{
 		grpcrecovery.UnaryServerInterceptor(safetyNet),
 		requestid.UnaryServerInterceptor(),
+	}
+	logAt := len(unary) // the logging interceptor's index, replaced per entry below
+	unary = append(unary,
 		logging.UnaryServerInterceptor(s.callLog, lopts),
 		secrets.UnaryServerInterceptor(),
-	}
+	)
 	stream := []grpc.StreamServerInterceptor{
 		grpcrecovery.StreamServerInterceptor(safetyNet),
 		requestid.StreamServerInterceptor(),
@@ -149,10 +152,21 @@ func chainUnary(ics []grpc.UnaryServerInterceptor, info *grpc.UnaryServerInfo, h
 // table's RPCs pass (their handler runs the prebuilt chain); calls of
 // services registered through GRPCServer run csikit's interceptors here.
 func (s *Server) otherUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	if b, ok := info.Server.(*bound); ok && b.srv == s {
+	if s.entryOf(info) != nil {
 		return h(ctx, req)
 	}
 	return chainUnary(s.unary, info, h)(ctx, req)
+}
+
+// entryOf is the table entry of a unary call of s, which the table's
+// calls carry in info.Server, or nil for a call of a service registered
+// through GRPCServer (which cannot be a CSI service: s registers them
+// all, and grpc-go refuses a second registration).
+func (s *Server) entryOf(info *grpc.UnaryServerInfo) *bound {
+	if b, ok := info.Server.(*bound); ok && b.srv == s {
+		return b
+	}
+	return nil
 }
 
 // DefaultLogLevel is the level of a call's "call finished" line when
@@ -164,40 +178,35 @@ func (s *Server) otherUnary(ctx context.Context, req any, info *grpc.UnaryServer
 // not flood an Info log. A failed call logs at
 // logging.DefaultCodeToLevel's level for its code.
 func DefaultLogLevel(fullMethod string, c codes.Code) slog.Level {
-	if c != codes.OK {
-		return logging.DefaultCodeToLevel(c)
-	}
+	mutates := false
 	for i := range rpcs {
-		if rpcs[i].method == fullMethod && rpcs[i].mutates {
-			return slog.LevelInfo
-		}
+		mutates = mutates || (rpcs[i].method == fullMethod && rpcs[i].mutates)
 	}
-	return slog.LevelDebug
+	return levelOf(mutates, c)
+}
+
+// levelOf is DefaultLogLevel's rule for a call of an entry that mutates or
+// not.
+func levelOf(mutates bool, c codes.Code) slog.Level {
+	switch {
+	case c != codes.OK:
+		return logging.DefaultCodeToLevel(c)
+	case mutates:
+		return slog.LevelInfo
+	default:
+		return slog.LevelDebug
+	}
 }
 
 // entryLogLevel is DefaultLogLevel for the calls of one table entry.
 func entryLogLevel(mutates bool) func(string, codes.Code) slog.Level {
-	ok := slog.LevelDebug
-	if mutates {
-		ok = slog.LevelInfo
-	}
-	return func(_ string, c codes.Code) slog.Level {
-		if c != codes.OK {
-			return logging.DefaultCodeToLevel(c)
-		}
-		return ok
-	}
+	return func(_ string, c codes.Code) slog.Level { return levelOf(mutates, c) }
 }
 
 // defaultLogLevel is DefaultLogLevel with the server's table at hand.
 func (s *Server) defaultLogLevel(fullMethod string, c codes.Code) slog.Level {
-	if c != codes.OK {
-		return logging.DefaultCodeToLevel(c)
-	}
-	if b := s.rpcs[fullMethod]; b != nil && b.mutates {
-		return slog.LevelInfo
-	}
-	return slog.LevelDebug
+	b := s.rpcs[fullMethod]
+	return levelOf(b != nil && b.mutates, c)
 }
 
 // journalHealthyName is the gauge that is 1 while Options.Journal takes

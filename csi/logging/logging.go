@@ -36,10 +36,10 @@ func UnaryServerInterceptor(logger *slog.Logger, opts Options) grpc.UnaryServerI
 }
 
 func newCallLogger(logger *slog.Logger, opts Options) *callLogger {
-	var h slog.Handler = slog.DiscardHandler
-	if logger != nil {
-		h = logger.Handler()
+	if logger == nil {
+		return &callLogger{} // h nil: nothing is ever written
 	}
+	h := logger.Handler()
 	l := &callLogger{h: h, level: opts.Level}
 	if l.level == nil {
 		levelFor := opts.CodeToLevel
@@ -55,8 +55,7 @@ func newCallLogger(logger *slog.Logger, opts Options) *callLogger {
 		}
 		l.bounded = true
 	}
-	l.scoped = logger != nil
-	if opts.FullMethod != "" && logger != nil {
+	if opts.FullMethod != "" {
 		l.method = opts.FullMethod
 		l.hm = h.WithAttrs([]slog.Attr{slog.String(KeyMethod, opts.FullMethod)})
 	}
@@ -64,12 +63,13 @@ func newCallLogger(logger *slog.Logger, opts Options) *callLogger {
 }
 
 type callLogger struct {
+	// h is the logger's handler; nil for a nil logger, whose calls are
+	// neither logged nor given a logger in ctx.
 	h     slog.Handler
 	level func(method string, c codes.Code) slog.Level
 	// bounded says maxLevel is the highest level a line can have.
 	bounded  bool
 	maxLevel slog.Level
-	scoped   bool // a logger was given: log, and put it in ctx (FromContext)
 	// method is Options.FullMethod and hm is h with its attribute added
 	// once (WithAttrs), for the calls of that method.
 	method string
@@ -77,7 +77,7 @@ type callLogger struct {
 }
 
 func (l *callLogger) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	if !l.scoped {
+	if l.h == nil {
 		return handler(ctx, req) // a nil logger: nothing is ever written
 	}
 	// The call's start goes into its scope too: the lock table takes it

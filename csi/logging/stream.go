@@ -29,7 +29,7 @@ func StreamServerInterceptor(logger *slog.Logger, opts Options) grpc.StreamServe
 }
 
 func (l *callLogger) interceptStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	if !l.scoped {
+	if l.h == nil {
 		return handler(srv, ss) // a nil logger: nothing is ever written
 	}
 	start := time.Now()

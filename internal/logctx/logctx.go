@@ -4,8 +4,9 @@
 // importing the csi/ packages.
 //
 // A call's context carries a scope: the handler the server logs to, the
-// gRPC method, and a function that finds the request ID in a context
-// (requestid.FromContext, evaluated only for records that are written).
+// gRPC method, a function that finds the request ID in a context
+// (requestid.FromContext, evaluated only for records that are written),
+// and the call's start time (Start).
 // NewHandler wraps a package's own logger so that every record it logs with
 // a call's context carries KeyRequestID and KeyMethod, and, when the
 // package was given no logger, goes to the call's handler.
@@ -69,8 +70,9 @@ func NewContext(ctx context.Context, h slog.Handler, method string, id func(cont
 }
 
 // Start returns when the call ctx belongs to started, as given to
-// NewContext; zero without a call or a start. It lets the lock table take
-// the call's start as a lock's age instead of reading the clock again.
+// NewContext; zero without a call or a start. It lets idempotency's
+// interceptor give a call's locks its start (Owner.Since) instead of
+// reading the clock again.
 func Start(ctx context.Context) time.Time {
 	if s := scopeOf(ctx); s != nil {
 		return s.start
