@@ -339,48 +339,28 @@ func TestKubeletDeploy(t *testing.T) {
 		// pod is deleted and replaced: the stage and publish mounts the old
 		// container made (Bidirectional) outlive it, and the new one
 		// registers itself again and publishes the volume to a new pod.
-		w := h.podSpec("dep-stamp", "i=0; while true; do i=$((i+1)); echo $i > /data/stamp; touch /tmp/ok; sleep 0.2; done", pvcVolume("data", "dep-data"))
-		w.Spec.Containers[0].ReadinessProbe = &corev1.Probe{PeriodSeconds: 1,
-			ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-f", "/tmp/ok"}}}}
-		h.createPod(w)
-		w = h.ready("dep-stamp")
-		before := h.podMounts(string(w.UID))
-		if len(before) == 0 {
-			t.Fatal("the running pod has no volume mount below kubelet's pods directory")
-		}
-		old, err := env.Client.CoreV1().Pods(deployNS).List(h.ctx, metav1.ListOptions{LabelSelector: "app=csikit-hostpath-node"})
-		if err != nil || len(old.Items) != 1 {
-			t.Fatalf("the DaemonSet's pod: %v %v", old, err)
-		}
-		grace := int64(1)
-		if err := env.Client.CoreV1().Pods(deployNS).Delete(h.ctx, old.Items[0].Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
-			t.Fatal(err)
-		}
-		kube.WaitFor(t, kubeletWait, "a new DaemonSet pod Ready", func(ctx context.Context) (bool, string, error) {
-			ok, msg, err := podsReady(ctx, env, "app=csikit-hostpath-node", 1, 1)
-			if !ok || err != nil {
-				return ok, msg, err
+		uid := h.writerSurvives("dep", "dep-data", "the node plugin's replacement", "cat /data/f;", "written-through-deploy\n", func() {
+			old, err := env.Client.CoreV1().Pods(deployNS).List(h.ctx, metav1.ListOptions{LabelSelector: "app=csikit-hostpath-node"})
+			if err != nil || len(old.Items) != 1 {
+				t.Fatalf("the DaemonSet's pod: %v %v", old, err)
 			}
-			pods, err := env.Client.CoreV1().Pods(deployNS).List(ctx, metav1.ListOptions{LabelSelector: "app=csikit-hostpath-node"})
-			if err != nil {
-				return false, "", err
+			grace := int64(1)
+			if err := env.Client.CoreV1().Pods(deployNS).Delete(h.ctx, old.Items[0].Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil {
+				t.Fatal(err)
 			}
-			return pods.Items[0].UID != old.Items[0].UID, "the old pod is still there", nil
+			kube.WaitFor(t, kubeletWait, "a new DaemonSet pod Ready", func(ctx context.Context) (bool, string, error) {
+				ok, msg, err := podsReady(ctx, env, "app=csikit-hostpath-node", 1, 1)
+				if !ok || err != nil {
+					return ok, msg, err
+				}
+				pods, err := env.Client.CoreV1().Pods(deployNS).List(ctx, metav1.ListOptions{LabelSelector: "app=csikit-hostpath-node"})
+				if err != nil {
+					return false, "", err
+				}
+				return pods.Items[0].UID != old.Items[0].UID, "the old pod is still there", nil
+			})
 		})
-		if after := h.podMounts(string(w.UID)); strings.Join(after, ",") != strings.Join(before, ",") {
-			t.Errorf("the running pod's mounts changed across the node plugin's replacement: %v -> %v", before, after)
-		}
-		h.createPod(h.podSpec("dep-watch", "{ a=$(cat /data/stamp); sleep 2; b=$(cat /data/stamp); "+
-			"if [ \"$b\" -gt \"$a\" ]; then echo moving; else echo stuck $a $b; fi; cat /data/f; } > /dev/termination-log", pvcVolume("data", "dep-data")))
-		if got := h.succeeded("dep-watch"); got != "moving\nwritten-through-deploy\n" {
-			t.Fatalf("a new pod after the node plugin's replacement: %q, want the running pod still writing and the data", got)
-		}
-		if p := h.get("dep-stamp"); p.Status.ContainerStatuses[0].RestartCount != 0 || p.Status.ContainerStatuses[0].State.Running == nil {
-			t.Errorf("the writer pod did not survive the node plugin's replacement: %s", h.podState(h.ctx, p))
-		}
-		h.deletePod("dep-watch")
-		h.deletePod("dep-stamp")
-		h.noPodMounts(string(w.UID))
+		h.noPodMounts(uid)
 		t.Logf("node plugin pod replaced under a running pod in %s", time.Since(t0).Round(time.Millisecond))
 	})
 }

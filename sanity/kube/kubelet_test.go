@@ -563,39 +563,51 @@ func TestKubelet(t *testing.T) {
 		h.storageClass("kl-restart", nil)
 		h.pvc("kl-restart", "kl-restart", "64Mi", nil)
 		h.bound("kl-restart")
-		// The writer stamps a counter every 200ms, through its mount.
-		w := h.podSpec("kl-stamp", "i=0; while true; do i=$((i+1)); echo $i > /data/stamp; touch /tmp/ok; sleep 0.2; done", pvcVolume("data", "kl-restart"))
-		w.Spec.Containers[0].ReadinessProbe = &corev1.Probe{PeriodSeconds: 1,
-			ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-f", "/tmp/ok"}}}}
-		h.createPod(w)
-		w = h.ready("kl-stamp")
-		before := h.podMounts(string(w.UID))
-		if len(before) == 0 {
-			t.Fatal("the running pod has no volume mount below kubelet's pods directory")
-		}
-		starts := k.driver.Starts()
-		if err := k.driver.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		kube.WaitFor(t, kubeletWait, "the driver restarted", func(ctx context.Context) (bool, string, error) {
-			return k.driver.Starts() > starts && k.driver.Running(), "", nil
+		h.writerSurvives("kl", "kl-restart", "the driver restart", "", "", func() {
+			starts := k.driver.Starts()
+			if err := k.driver.Kill(); err != nil {
+				t.Fatal(err)
+			}
+			kube.WaitFor(t, kubeletWait, "the driver restarted", func(ctx context.Context) (bool, string, error) {
+				return k.driver.Starts() > starts && k.driver.Running(), "", nil
+			})
 		})
-		if after := h.podMounts(string(w.UID)); strings.Join(after, ",") != strings.Join(before, ",") {
-			t.Errorf("the running pod's mounts changed across the driver restart: %v -> %v", before, after)
-		}
-		// A new pod on the same volume (published by the restarted driver)
-		// sees the running writer's counter move.
-		h.createPod(h.podSpec("kl-watch", "a=$(cat /data/stamp); sleep 2; b=$(cat /data/stamp); "+
-			"if [ \"$b\" -gt \"$a\" ]; then echo moving; else echo stuck $a $b; fi > /dev/termination-log", pvcVolume("data", "kl-restart")))
-		if got := h.succeeded("kl-watch"); got != "moving\n" {
-			t.Fatalf("after the driver restart: %q, want the running pod still writing", got)
-		}
-		if p := h.get("kl-stamp"); p.Status.ContainerStatuses[0].RestartCount != 0 || p.Status.ContainerStatuses[0].State.Running == nil {
-			t.Errorf("the writer pod did not survive the driver restart: %s", h.podState(h.ctx, p))
-		}
-		h.deletePod("kl-watch")
-		h.deletePod("kl-stamp")
 	})
+}
+
+// writerSurvives runs disrupt (what, in failures) while pod <prefix>-stamp
+// writes a counter to /data/stamp of claim every 200 ms, then checks that
+// the pod's mounts are the same, that a new pod <prefix>-watch on the claim
+// (published after the disruption) sees the counter move and then prints
+// what the shell commands extra print, which must be extraOut, and that
+// the writer never restarted. It deletes both pods and returns the
+// writer's UID.
+func (h *h) writerSurvives(prefix, claim, what, extra, extraOut string, disrupt func()) string {
+	h.t.Helper()
+	w := h.podSpec(prefix+"-stamp", "i=0; while true; do i=$((i+1)); echo $i > /data/stamp; touch /tmp/ok; sleep 0.2; done", pvcVolume("data", claim))
+	w.Spec.Containers[0].ReadinessProbe = &corev1.Probe{PeriodSeconds: 1,
+		ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-f", "/tmp/ok"}}}}
+	h.createPod(w)
+	w = h.ready(prefix + "-stamp")
+	before := h.podMounts(string(w.UID))
+	if len(before) == 0 {
+		h.t.Fatal("the running pod has no volume mount below kubelet's pods directory")
+	}
+	disrupt()
+	if after := h.podMounts(string(w.UID)); strings.Join(after, ",") != strings.Join(before, ",") {
+		h.t.Errorf("the running pod's mounts changed across %s: %v -> %v", what, before, after)
+	}
+	h.createPod(h.podSpec(prefix+"-watch", "{ a=$(cat /data/stamp); sleep 2; b=$(cat /data/stamp); "+
+		"if [ \"$b\" -gt \"$a\" ]; then echo moving; else echo stuck $a $b; fi; "+extra+" } > /dev/termination-log", pvcVolume("data", claim)))
+	if got, want := h.succeeded(prefix+"-watch"), "moving\n"+extraOut; got != want {
+		h.t.Fatalf("a new pod after %s: %q, want %q (the running pod still writing)", what, got, want)
+	}
+	if p := h.get(prefix + "-stamp"); p.Status.ContainerStatuses[0].RestartCount != 0 || p.Status.ContainerStatuses[0].State.Running == nil {
+		h.t.Errorf("the writer pod did not survive %s: %s", what, h.podState(h.ctx, p))
+	}
+	h.deletePod(prefix + "-watch")
+	h.deletePod(prefix + "-stamp")
+	return string(w.UID)
 }
 
 func (h *h) get(name string) *corev1.Pod {
