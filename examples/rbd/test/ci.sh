@@ -2,9 +2,9 @@
 # CI for examples/rbd (called by .ci/run): installs the Ceph packages,
 # builds (or finds cached) sanity/kube's Kubernetes binaries, starts a
 # throwaway cluster in a fresh directory, runs the module's vet, staticcheck
-# and tests (with -race), the sanity/kube scenarios against the rbd binary
-# and upstream csi-sanity against it, and stops the cluster on every exit
-# path. Each step prints the time since the start.
+# and tests (with -race), its benchmarks once each, the sanity/kube
+# scenarios against the rbd binary and upstream csi-sanity against it, and
+# stops the cluster on every exit path. Each step prints the time since the start.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
@@ -59,13 +59,13 @@ set -a; . "$env"; set +a
 step "tests (-race) against the cluster"
 go test -tags pacific -race -count=1 -timeout 15m $(go list -tags pacific ./... | grep -v '/test/kube$')
 
+step "benchmarks, once each (-benchtime 1x)"
+go test -tags pacific -run '^$' -bench . -benchtime 1x -count=1 -timeout 5m ./...
+
 # Without -race: the driver under test is a separate process (the race
 # detector would only watch the test's client-go calls), and a race build
 # of client-go and the Kubernetes API types cost 14 minutes on the shared
 # 2-core machine, where the plain build shares sanity/kube's compile cache.
-step "benchmarks, once each (-benchtime 1x)"
-go test -tags pacific -run '^$' -bench . -benchtime 1x -count=1 -timeout 5m ./...
-
 step "sanity/kube scenarios: the rbd binary under the real sidecars"
 go test -tags pacific -count=1 -timeout 10m -v ./test/kube
 
