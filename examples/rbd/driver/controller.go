@@ -162,73 +162,13 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 
 	src := r.GetVolumeContentSource()
 	var size int64
-	created := false
 	if src == nil {
-		// The common case, a new blank volume: create it straight away
-		// rather than first opening the name to see whether it exists (an
-		// open costs librbd a dozen RADOS ops and a copy of its whole
-		// configuration). A retry, or a second replica racing on the same
-		// reservation, finds the name taken and goes on below.
-		if size, err = d.sizeFor(r.GetCapacityRange(), 0); err != nil {
-			return nil, err
-		}
-		switch err := rbd.CreateImage(io, id.image(), uint64(size), opts); {
-		case err == nil:
-			created = true
-		case !errors.Is(err, rbd.ErrExist):
-			return nil, backendError(err, "create image "+id.image())
-		}
+		size, err = d.createBlank(io, id, r.GetCapacityRange(), opts)
+	} else {
+		size, err = d.createClone(ctx, creds, io, id, src, r, opts)
 	}
-	if !created {
-		// A retry, or a second replica racing on the same reservation, finds
-		// the image made: answer it.
-		if img, err := rbd.OpenImageReadOnly(io, id.image(), rbd.NoSnapshot); err == nil {
-			s, serr := img.GetSize()
-			_ = img.Close()
-			if serr != nil {
-				return nil, backendError(serr, "size of image "+id.image())
-			}
-			size = int64(s)
-			if src != nil {
-				// The call that cloned it may have died before finishing
-				// the clone: the journal's fingerprint makes this the same
-				// request, so finish it now (every step is idempotent).
-				if size, err = d.resumeClone(ctx, creds, io, id, src, r.GetCapacityRange(), size); err != nil {
-					return nil, err
-				}
-			}
-		} else if !errors.Is(err, rbd.ErrNotFound) {
-			return nil, backendError(err, "open image "+id.image())
-		} else {
-			if src != nil {
-				// Clone v2: no protected snapshots, and a snapshot can be
-				// removed while clones of it live.
-				if err := opts.SetUint64(rbd.ImageOptionCloneFormat, 2); err != nil {
-					return nil, status.Errorf(codes.Internal, "image options: %v", err)
-				}
-			}
-			switch {
-			case src.GetSnapshot() != nil:
-				size, err = d.cloneFromSnapshot(ctx, creds, io, id, src.GetSnapshot().GetSnapshotId(), r.GetCapacityRange(), opts, wantsBlock(r.GetVolumeCapabilities()))
-			case src.GetVolume() != nil:
-				size, err = d.cloneFromVolume(ctx, creds, io, id, src.GetVolume().GetVolumeId(), r.GetCapacityRange(), opts, wantsBlock(r.GetVolumeCapabilities()))
-			default:
-				size, err = d.sizeFor(r.GetCapacityRange(), 0)
-				if err == nil {
-					create := func() error { return rbd.CreateImage(io, id.image(), uint64(size), opts) }
-					err = create()
-					if errors.Is(err, rbd.ErrExist) {
-						err = d.settle(io, id.image(), create)
-					}
-					if err != nil {
-						err = backendError(err, "create image "+id.image())
-					}
-				}
-			}
-			if err != nil {
-				return nil, err
-			}
-		}
+	if err != nil {
+		return nil, err
 	}
 	if lim := r.GetCapacityRange().GetLimitBytes(); lim > 0 && size > lim {
 		return nil, status.Errorf(codes.AlreadyExists, "volume %s exists with %d bytes, more than the limit of %d", id, size, lim)
@@ -247,6 +187,81 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 		vol.AccessibleTopology = []*csi.Topology{{Segments: map[string]string{TopologyKey: zone}}}
 	}
 	return &csi.CreateVolumeResponse{Volume: vol}, nil
+}
+
+// createBlank makes id's blank image and returns its size. It creates it
+// straight away rather than first opening the name to see whether it
+// exists (an open costs librbd a dozen RADOS ops and a copy of its whole
+// configuration); a retry, or a second replica racing on the same
+// reservation, finds the name taken and answers the image made.
+func (d *Driver) createBlank(io *rados.IOContext, id volumeID, cr *csi.CapacityRange, opts *rbd.ImageOptions) (int64, error) {
+	size, err := d.sizeFor(cr, 0)
+	if err != nil {
+		return 0, err
+	}
+	create := func() error { return rbd.CreateImage(io, id.image(), uint64(size), opts) }
+	err = create()
+	if err == nil {
+		return size, nil
+	}
+	if !errors.Is(err, rbd.ErrExist) {
+		return 0, backendError(err, "create image "+id.image())
+	}
+	if cur, ok, err := imageSize(io, id.image()); err != nil || ok {
+		return cur, err
+	}
+	err = create()
+	if errors.Is(err, rbd.ErrExist) {
+		err = d.settle(io, id.image(), create)
+	}
+	if err != nil {
+		return 0, backendError(err, "create image "+id.image())
+	}
+	return size, nil
+}
+
+// createClone makes id's image a clone of src's snapshot or volume and
+// returns its size. A retry, or a second replica racing on the same
+// reservation, finds the image made: the call that cloned it may have
+// died before finishing the clone, and the journal's fingerprint makes
+// this the same request, so it finishes it (resumeClone; every step is
+// idempotent).
+func (d *Driver) createClone(ctx context.Context, creds Credentials, io *rados.IOContext, id volumeID, src *csi.VolumeContentSource, r *csi.CreateVolumeRequest, opts *rbd.ImageOptions) (int64, error) {
+	cur, ok, err := imageSize(io, id.image())
+	if err != nil {
+		return 0, err
+	}
+	if ok {
+		return d.resumeClone(ctx, creds, io, id, src, r.GetCapacityRange(), cur)
+	}
+	// Clone v2: no protected snapshots, and a snapshot can be removed while
+	// clones of it live.
+	if err := opts.SetUint64(rbd.ImageOptionCloneFormat, 2); err != nil {
+		return 0, status.Errorf(codes.Internal, "image options: %v", err)
+	}
+	block := wantsBlock(r.GetVolumeCapabilities())
+	if s := src.GetSnapshot(); s != nil {
+		return d.cloneFromSnapshot(ctx, creds, io, id, s.GetSnapshotId(), r.GetCapacityRange(), opts, block)
+	}
+	// Validation let through only a snapshot or a volume source.
+	return d.cloneFromVolume(ctx, creds, io, id, src.GetVolume().GetVolumeId(), r.GetCapacityRange(), opts, block)
+}
+
+// imageSize is the size of image name; ok is false when there is none.
+func imageSize(io *rados.IOContext, name string) (size int64, ok bool, err error) {
+	img, err := rbd.OpenImageReadOnly(io, name, rbd.NoSnapshot)
+	if errors.Is(err, rbd.ErrNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, backendError(err, "open image "+name)
+	}
+	s, err := img.GetSize()
+	_ = img.Close()
+	if err != nil {
+		return 0, false, backendError(err, "size of image "+name)
+	}
+	return int64(s), true, nil
 }
 
 // settle handles an image name that exists but may not open: another
@@ -352,8 +367,15 @@ func (d *Driver) dropCloneSnap(ctx context.Context, creds Credentials, id volume
 		return
 	}
 	defer src.Close()
-	if err := src.GetSnapshot(id.cloneSnap()).Remove(); err != nil && !errors.Is(err, rbd.ErrNotFound) {
-		d.opts.Logger.Warn("could not remove the clone's temporary snapshot", "volume", srcID, "snapshot", id.cloneSnap(), "error", err)
+	d.removeCloneSnap(src, srcID, id.cloneSnap())
+}
+
+// removeCloneSnap removes the temporary snapshot snap of source volume
+// srcID (open as src) once a clone is made from it; one it cannot remove is
+// logged, not failed: it only delays the source's removal.
+func (d *Driver) removeCloneSnap(src *rbd.Image, srcID, snap string) {
+	if err := src.GetSnapshot(snap).Remove(); err != nil && !errors.Is(err, rbd.ErrNotFound) {
+		d.opts.Logger.Warn("could not remove the clone's temporary snapshot", "volume", srcID, "snapshot", snap, "error", err)
 	}
 }
 
@@ -534,9 +556,7 @@ func (d *Driver) cloneFromVolume(ctx context.Context, creds Credentials, io *rad
 		_ = src.GetSnapshot(snap).Remove()
 		return 0, backendError(err, "clone volume "+srcID)
 	}
-	if err := src.GetSnapshot(snap).Remove(); err != nil && !errors.Is(err, rbd.ErrNotFound) {
-		d.opts.Logger.Warn("could not remove the clone's temporary snapshot", "volume", srcID, "snapshot", snap, "error", err)
-	}
+	d.removeCloneSnap(src, srcID, snap)
 	return d.finishClone(ctx, creds, io, id.image(), int64(srcSize), cr)
 }
 

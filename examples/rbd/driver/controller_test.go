@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ceph/go-ceph/rados"
 	"github.com/ceph/go-ceph/rbd"
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -29,6 +30,23 @@ func newDriver(t testing.TB, c cephtest.Cluster, o driver.Options) *driver.Drive
 	t.Cleanup(func() { _ = d.Close() })
 	return d
 }
+
+// adminlessIO opens the test pool with the test user.
+func adminlessIO(t *testing.T, c cephtest.Cluster) *rados.IOContext {
+	t.Helper()
+	pool := driver.NewConnPool(c.Monitors, 30*time.Second, time.Minute)
+	t.Cleanup(pool.Close)
+	io, done, err := pool.IOContext(context.Background(), driver.Credentials{User: c.User, Key: c.Key}, c.Pool, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(done)
+	return io
+}
+
+// localOf is the part of volume ID id after its pool: its image is
+// csi-vol-<local>, a volume clone's temporary snapshot csi-clone-<local>.
+func localOf(id string) string { return id[strings.IndexByte(id, '-')+1:] }
 
 var mountCap = []*csi.VolumeCapability{{
 	AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
@@ -96,13 +114,7 @@ func TestControllerLifecycle(t *testing.T) {
 func TestImageFeatures(t *testing.T) {
 	c := cephtest.Require(t)
 	d := newDriver(t, c, driver.Options{})
-	conns := driver.NewConnPool(c.Monitors, 30*time.Second, time.Minute)
-	defer conns.Close()
-	io, done, err := conns.IOContext(context.Background(), driver.Credentials{User: c.User, Key: c.Key}, c.Pool, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer done()
+	io := adminlessIO(t, c)
 	for _, tc := range []struct{ param, want string }{
 		{"", "layering,exclusive-lock,object-map,fast-diff,deep-flatten"},
 		{"exclusive-lock", "layering,exclusive-lock"},
@@ -118,7 +130,7 @@ func TestImageFeatures(t *testing.T) {
 		if _, err := d.CreateVolume(ctx, req); err != nil {
 			t.Fatalf("imageFeatures %q: %v", tc.param, err)
 		}
-		img, err := rbd.OpenImageReadOnly(io, "csi-vol-"+id[strings.IndexByte(id, '-')+1:], rbd.NoSnapshot)
+		img, err := rbd.OpenImageReadOnly(io, "csi-vol-"+localOf(id), rbd.NoSnapshot)
 		if err != nil {
 			t.Fatal(err)
 		}

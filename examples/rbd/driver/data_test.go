@@ -11,9 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/ceph/go-ceph/rados"
 	"github.com/ceph/go-ceph/rbd"
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
@@ -164,7 +162,7 @@ func TestDataSnapshotRestore(t *testing.T) {
 	})
 	// C is two clones deep with MaxCloneDepth 1: it was flattened.
 	io := adminlessIO(t, c)
-	img, err := rbd.OpenImageReadOnly(io, "csi-vol-"+cl[strings.IndexByte(cl, '-')+1:], rbd.NoSnapshot)
+	img, err := rbd.OpenImageReadOnly(io, "csi-vol-"+localOf(cl), rbd.NoSnapshot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,19 +193,6 @@ func TestDataSnapshotRestore(t *testing.T) {
 			}
 		}
 	}
-}
-
-// adminlessIO opens the test pool with the test user.
-func adminlessIO(t *testing.T, c cephtest.Cluster) *rados.IOContext {
-	t.Helper()
-	pool := driver.NewConnPool(c.Monitors, 30*time.Second, time.Minute)
-	t.Cleanup(pool.Close)
-	io, done, err := pool.IOContext(context.Background(), driver.Credentials{User: c.User, Key: c.Key}, c.Pool, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(done)
-	return io
 }
 
 // TestFailedStageLeavesNothing makes the mount step of a stage fail after
@@ -293,7 +278,6 @@ func TestCloneResumedAfterCrash(t *testing.T) {
 	c := cephtest.Require(t)
 	d := newDriver(t, c, driver.Options{})
 	ctx := context.Background()
-	local := func(id string) string { return id[strings.IndexByte(id, '-')+1:] }
 
 	srcID := blockVolume(t, d, c, nil) // 4 MiB
 	req := &csi.CreateVolumeRequest{
@@ -313,12 +297,12 @@ func TestCloneResumedAfterCrash(t *testing.T) {
 
 	// The dead replica's half of the create.
 	io := adminlessIO(t, c)
-	src, err := rbd.OpenImage(io, "csi-vol-"+local(srcID), rbd.NoSnapshot)
+	src, err := rbd.OpenImage(io, "csi-vol-"+localOf(srcID), rbd.NoSnapshot)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	tmpSnap := "csi-clone-" + local(id)
+	tmpSnap := "csi-clone-" + localOf(id)
 	if _, err := src.CreateSnapshot(tmpSnap); err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +314,7 @@ func TestCloneResumedAfterCrash(t *testing.T) {
 	if err := opts.SetUint64(rbd.ImageOptionCloneFormat, 2); err != nil {
 		t.Fatal(err)
 	}
-	if err := rbd.CloneFromImage(src, tmpSnap, io, "csi-vol-"+local(id), opts); err != nil {
+	if err := rbd.CloneFromImage(src, tmpSnap, io, "csi-vol-"+localOf(id), opts); err != nil {
 		t.Fatal(err)
 	}
 
@@ -341,7 +325,7 @@ func TestCloneResumedAfterCrash(t *testing.T) {
 	if got := resp.GetVolume(); got.GetVolumeId() != id || got.GetCapacityBytes() != 8<<20 {
 		t.Fatalf("retry answered %s with %d bytes; want %s with %d", got.GetVolumeId(), got.GetCapacityBytes(), id, 8<<20)
 	}
-	img, err := rbd.OpenImageReadOnly(io, "csi-vol-"+local(id), rbd.NoSnapshot)
+	img, err := rbd.OpenImageReadOnly(io, "csi-vol-"+localOf(id), rbd.NoSnapshot)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,13 +360,13 @@ func TestCloneResumedAfterCrash(t *testing.T) {
 		}
 		_ = d.Journal().Release(rctx2, idempotency.KindVolume, id2)
 	})
-	tmpSnap2 := "csi-clone-" + local(id2)
+	tmpSnap2 := "csi-clone-" + localOf(id2)
 	if _, err := src.CreateSnapshot(tmpSnap2); err != nil {
 		t.Fatal(err)
 	}
 	blank := rbd.NewRbdImageOptions()
 	defer blank.Destroy()
-	if err := rbd.CreateImage(io, "csi-vol-"+local(id2), 4<<20, blank); err != nil {
+	if err := rbd.CreateImage(io, "csi-vol-"+localOf(id2), 4<<20, blank); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := d.CreateVolume(rctx2, req2); err != nil {
