@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -34,8 +35,13 @@ import (
 func (e *Env) Apply(ctx context.Context, manifest []byte, edit func(obj any) error) error {
 	c, s := e.Client, e.Snapshots
 	for i, doc := range strings.Split("\n"+string(manifest), "\n---") {
+		// Converted once; duplicate keys are an error.
+		j, err := yaml.YAMLToJSONStrict([]byte(doc))
+		if err != nil {
+			return fmt.Errorf("kube: manifest document %d: %w", i, err)
+		}
 		var meta metav1.TypeMeta
-		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+		if err := json.Unmarshal(j, &meta); err != nil {
 			return fmt.Errorf("kube: manifest document %d: %w", i, err)
 		}
 		if meta.Kind == "" {
@@ -110,13 +116,14 @@ func (e *Env) Apply(ctx context.Context, manifest []byte, edit func(obj any) err
 		default:
 			return fmt.Errorf("kube: manifest document %d: kind %s not supported", i, meta.Kind)
 		}
-		if err := yaml.UnmarshalStrict([]byte(doc), obj); err != nil {
+		dec := json.NewDecoder(bytes.NewReader(j))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(obj); err != nil {
 			return fmt.Errorf("kube: manifest document %d (%s): %w", i, meta.Kind, err)
 		}
-		// UnmarshalStrict matches field names in any case, as
-		// encoding/json does; the API server does not, and would drop a
-		// "stringdata" without a word.
-		if err := checkFieldCase([]byte(doc), obj); err != nil {
+		// encoding/json matches field names in any case; the API server
+		// does not, and would drop a "stringdata" without a word.
+		if err := checkFieldCase(j, obj); err != nil {
 			return fmt.Errorf("kube: manifest document %d (%s): %w", i, meta.Kind, err)
 		}
 		if edit != nil {
@@ -222,21 +229,17 @@ func FileSystemResizePending(c *corev1.PersistentVolumeClaim) bool {
 	return false
 }
 
-// checkFieldCase fails when a key of doc names a field of obj (decoded
-// from doc) in another case than the API's spelling, which it finds in obj
+// checkFieldCase fails when a key of doc (JSON) names a field of obj
+// (decoded from doc) in another case than the API's spelling, which it finds in obj
 // encoded again: a key that is missing there but matches one of its keys
 // in another case.
 func checkFieldCase(doc []byte, obj any) error {
-	j, err := yaml.YAMLToJSON(doc)
-	if err != nil {
-		return err
-	}
 	canonJSON, err := json.Marshal(obj)
 	if err != nil {
 		return err
 	}
 	var given, canon any
-	if err := json.Unmarshal(j, &given); err != nil {
+	if err := json.Unmarshal(doc, &given); err != nil {
 		return err
 	}
 	if err := json.Unmarshal(canonJSON, &canon); err != nil {
