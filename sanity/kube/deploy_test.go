@@ -181,18 +181,7 @@ func TestKubeletDeploy(t *testing.T) {
 		kube.WaitFor(t, kubeletWait, "the DaemonSet's pod Ready (its /healthz)", func(ctx context.Context) (bool, string, error) {
 			return podsReady(ctx, env, "app=csikit-hostpath-node", 1, 1)
 		})
-		kube.WaitFor(t, kubeletWait, "CSINode with the driver registered by the DaemonSet's pod", func(ctx context.Context) (bool, string, error) {
-			cn, err := env.Client.StorageV1().CSINodes().Get(ctx, "node-1", metav1.GetOptions{})
-			if err != nil {
-				return false, "no CSINode", nil
-			}
-			for _, d := range cn.Spec.Drivers {
-				if d.Name == hostpathName {
-					return d.NodeID == "node-1", fmt.Sprintf("driver %+v", d), nil
-				}
-			}
-			return false, fmt.Sprintf("drivers %+v", cn.Spec.Drivers), nil
-		})
+		waitDriverOnNode(t, env, "CSINode with the driver registered by the DaemonSet's pod")
 		if _, err := os.Stat(filepath.Join(env.RegistrationDir(), hostpathName+"-reg.sock")); err != nil {
 			t.Errorf("the driver's own registration socket: %v", err)
 		}
@@ -308,14 +297,7 @@ func TestKubeletDeploy(t *testing.T) {
 		if _, err := env.Snapshots.SnapshotV1().VolumeSnapshots(ns).Create(h.ctx, snap, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		kube.WaitFor(t, kubeletWait, "VolumeSnapshot dep-snap ready", func(ctx context.Context) (bool, string, error) {
-			s, err := env.Snapshots.SnapshotV1().VolumeSnapshots(ns).Get(ctx, "dep-snap", metav1.GetOptions{})
-			if err != nil {
-				return false, "", err
-			}
-			ready := s.Status != nil && s.Status.ReadyToUse != nil && *s.Status.ReadyToUse
-			return ready, fmt.Sprintf("status %+v; events: %s", s.Status, h.events(ctx, "dep-snap")), nil
-		})
+		env.WaitSnapshotReady(t, kubeletWait, ns, "dep-snap")
 		if err := env.Snapshots.SnapshotV1().VolumeSnapshots(ns).Delete(h.ctx, "dep-snap", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}

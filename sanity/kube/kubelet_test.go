@@ -119,7 +119,15 @@ func startKubelet(t *testing.T) *kenv {
 	// Runs before the driver stops: pods' volumes are unpublished and the
 	// volumes deleted through the driver.
 	t.Cleanup(func() { k.teardown(t) })
-	kube.WaitFor(t, kubeletWait, "CSINode with the driver registered by kubelet", func(ctx context.Context) (bool, string, error) {
+	waitDriverOnNode(t, env, "CSINode with the driver registered by kubelet")
+	return k
+}
+
+// waitDriverOnNode waits until node-1's CSINode lists the hostpath driver
+// with node ID node-1 (kubelet registered it).
+func waitDriverOnNode(t *testing.T, env *kube.Env, what string) {
+	t.Helper()
+	kube.WaitFor(t, kubeletWait, what, func(ctx context.Context) (bool, string, error) {
 		cn, err := env.Client.StorageV1().CSINodes().Get(ctx, "node-1", metav1.GetOptions{})
 		if err != nil {
 			return false, "no CSINode", nil
@@ -131,7 +139,6 @@ func startKubelet(t *testing.T) *kenv {
 		}
 		return false, fmt.Sprintf("drivers %+v", cn.Spec.Drivers), nil
 	})
-	return k
 }
 
 // teardown deletes every pod, then every PVC, and waits for the PVs to be
