@@ -30,7 +30,7 @@ func remove(ctx context.Context, dir string, opts RemoveOptions) error {
 		if isNotExist(err) {
 			return nil
 		}
-		return sysError("lstat", dir, err)
+		return sysError("statx", dir, err)
 	}
 	isMount := st.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0
 	if st.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT == 0 {

@@ -16,8 +16,8 @@ import (
 )
 
 // TestWalkRefusesMountsItself checks the walk's own mount check, without
-// the mountinfo look-up Remove does first (a mount made after that
-// look-up, or one mountinfo does not show under this path). Both a
+// the scan for mounts below that Remove makes first (a mount made after
+// that scan). Both a
 // directory mount and a file bind mount must stop it, their contents
 // intact.
 func TestWalkRefusesMountsItself(t *testing.T) {
@@ -115,8 +115,9 @@ func TestMountsBelowEscapedPaths(t *testing.T) {
 	}
 }
 
-// BenchmarkMountsBelow is the look-up Remove and Copy make before they
-// touch anything: one read of mountinfo.
+// BenchmarkMountsBelow is the mountinfo look-up Remove and Copy make,
+// before they touch anything, on kernels without STATX_ATTR_MOUNT_ROOT
+// (before 5.8); newer ones scan the tree instead (scanMounts).
 func BenchmarkMountsBelow(b *testing.B) {
 	d := b.TempDir()
 	b.ReportAllocs()

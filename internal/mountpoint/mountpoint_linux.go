@@ -76,20 +76,8 @@ func Openat2(path string) (mnt, sure bool, err error) {
 // MountInfo is the slow fallback for kernels older than 5.6: it scans
 // /proc/self/mountinfo for path as a mount point.
 func MountInfo(path string) (bool, error) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1024*1024)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && UnescapeOctal(fields[4]) == path {
-			return true, nil
-		}
-	}
-	return false, sc.Err()
+	mounts, err := List()
+	return slices.ContainsFunc(mounts, func(e Entry) bool { return e.Point == path }), err
 }
 
 // Entry is one line of /proc/self/mountinfo, the fields the callers use.

@@ -16,9 +16,12 @@ import (
 )
 
 // Open opens path (absolute and clean) with O_PATH without following a
-// symlink anywhere in it: each component is opened relative to its parent
-// with O_NOFOLLOW and checked. With create, missing directories are made
-// (mode 0750) with mkdirat, relative to their parent as well. Mounts on
+// symlink anywhere in it: in one openat2 call with RESOLVE_NO_SYMLINKS
+// where the kernel has it (Linux 5.6+; with create, when the path exists
+// or only its last directory is missing), else component by component,
+// each opened relative to its parent with O_NOFOLLOW and checked. With
+// create, missing directories are made (mode 0750) with mkdirat, relative
+// to their parent as well. Mounts on
 // the way are entered as usual; the result is the top mount at path.
 //
 // A symlink gives codes.FailedPrecondition naming it; a missing component
@@ -157,7 +160,7 @@ func IsMountRoot(fd int) (bool, error) {
 }
 
 // RemountBind applies flags (MS_BIND|MS_REMOUNT|flags) to the bind mount
-// just made at path, reached without following a symlink, after is has
+// just made at path, reached without following a symlink, after it has
 // confirmed from its fstat that the file found there is the one bound: a
 // path swapped between the mount and the remount is refused, not changed.
 func RemountBind(what, path string, flags uintptr, is func(*unix.Stat_t) bool) error {
