@@ -337,3 +337,18 @@ func TestCopySymlinkSwapRace(t *testing.T) {
 		t.Fatalf("only %d copies during %d swaps: the race was not exercised", n, swaps.Load())
 	}
 }
+
+// TestCopyRefusesBindMounts: a host file bind-mounted onto a file of the
+// source and a same-filesystem directory bind-mounted into it (neither
+// shows in device numbers) are refused, nothing is left at dst, and the
+// host file is neither copied out nor changed.
+func TestCopyRefusesBindMounts(t *testing.T) {
+	bindMountCases(t, func(t *testing.T, root, target, host string) {
+		dst := root + "-copy"
+		_, err := fstree.Copy(context.Background(), root, dst, fstree.CopyOptions{})
+		wantCode(t, err, codes.FailedPrecondition)
+		mustContain(t, err, target)
+		wantMissing(t, dst)
+		wantContent(t, filepath.Join(host, "secret"), "host key")
+	})
+}

@@ -107,8 +107,21 @@ func TestRemoveRefusesMounts(t *testing.T) {
 // directory of the same filesystem bind-mounted into it. Both are found
 // before anything is removed, and the host's data survives.
 func TestRemoveRefusesBindMounts(t *testing.T) {
+	bindMountCases(t, func(t *testing.T, root, target, host string) {
+		err := fstree.Remove(context.Background(), root, fstree.RemoveOptions{})
+		wantCode(t, err, codes.FailedPrecondition)
+		mustContain(t, err, target)
+		wantContent(t, filepath.Join(root, "a-first"), "x")
+		wantContent(t, filepath.Join(host, "secret"), "host key")
+	})
+}
+
+// bindMountCases runs check, as root, on a tree root holding a file
+// "a-first" and, at target deep below, a host file (host/secret, "host
+// key") or the host directory bind-mounted: the mounts a device number
+// does not give away. The mounts go at cleanup.
+func bindMountCases(t *testing.T, check func(t *testing.T, root, target, host string)) {
 	testenv.RequireRoot(t, "bind-mounts")
-	ctx := context.Background()
 	d := t.TempDir()
 	host := filepath.Join(d, "host")
 	write(t, filepath.Join(host, "secret"), "host key", 0o600)
@@ -117,9 +130,9 @@ func TestRemoveRefusesBindMounts(t *testing.T) {
 		{"dir", "z/deep/dir", host},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			vol := filepath.Join(d, "vol-"+tc.name)
-			write(t, filepath.Join(vol, "a-first"), "x", 0o644)
-			target := filepath.Join(vol, tc.target)
+			root := filepath.Join(d, "tree-"+tc.name)
+			write(t, filepath.Join(root, "a-first"), "x", 0o644)
+			target := filepath.Join(root, tc.target)
 			if tc.name == "file" {
 				write(t, target, "", 0o644)
 			} else if err := os.MkdirAll(target, 0o755); err != nil {
@@ -133,11 +146,7 @@ func TestRemoveRefusesBindMounts(t *testing.T) {
 					t.Errorf("unmount %s: %v", target, err)
 				}
 			})
-			err := fstree.Remove(ctx, vol, fstree.RemoveOptions{})
-			wantCode(t, err, codes.FailedPrecondition)
-			mustContain(t, err, target)
-			wantContent(t, filepath.Join(vol, "a-first"), "x")
-			wantContent(t, filepath.Join(host, "secret"), "host key")
+			check(t, root, target, host)
 		})
 	}
 }
