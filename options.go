@@ -136,6 +136,15 @@ type Options struct {
 	// DrainTimeout bounds the graceful drain of in-flight calls at
 	// shutdown before they are cancelled (default 30s).
 	DrainTimeout time.Duration
+	// MetadataSendTimeout bounds how long one SnapshotMetadata message may
+	// wait for the client to accept it (default
+	// DefaultMetadataSendTimeout, 10 minutes). A client that stops reading
+	// would otherwise hold the call — and its snapshots' locks, so that
+	// DeleteSnapshot answers Aborted — until it disconnects; past the
+	// timeout the call ends with DeadlineExceeded, the driver's context is
+	// cancelled and the locks are released. A client that does not read
+	// may not see that status: it waits behind the unread messages.
+	MetadataSendTimeout time.Duration
 	// UnaryInterceptors run after csikit's own, just before the driver.
 	UnaryInterceptors []grpc.UnaryServerInterceptor
 	// StreamInterceptors run after csikit's own stream interceptors, just

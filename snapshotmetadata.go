@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
@@ -19,14 +20,19 @@ import (
 //
 // Unlike the spec's SnapshotMetadataServer, the methods do not see the
 // gRPC stream: they report ranges to a BlockMetadataStream, which batches
-// them into messages of at most max_results ranges, drops what ends before
-// starting_offset, checks the spec's ordering rules and blocks while the
-// client is not reading, so a driver producing ranges faster than the
-// client consumes them is slowed down rather than buffered without bound.
-// The request has passed validation (OutOfRange for a negative
-// starting_offset) and its snapshots are locked shared: DeleteSnapshot of
-// them answers Aborted until the call ends. Return NotFound for an unknown
-// snapshot, and the error Add returned when it fails.
+// them into messages of at most max_results ranges (and at most
+// MaxBlockMetadataPerMessage), drops what ends before starting_offset,
+// checks the spec's ordering rules and blocks while the client is not
+// reading, so a driver producing ranges faster than the client consumes
+// them is slowed down rather than buffered without bound. Each message is
+// sent as soon as it is full, from a goroutine of the server's, while the
+// driver goes on producing. A message the client does not accept within
+// Options.MetadataSendTimeout ends the call with DeadlineExceeded (the
+// context the driver got is cancelled). The request has passed validation
+// (OutOfRange for a negative starting_offset) and its snapshots are locked
+// shared: DeleteSnapshot of them answers Aborted until the call ends.
+// Return NotFound for an unknown snapshot, and the error Add returned when
+// it fails.
 type SnapshotMetadataReader interface {
 	// GetMetadataAllocated reports the allocated ranges of a snapshot.
 	GetMetadataAllocated(context.Context, *csi.GetMetadataAllocatedRequest, *BlockMetadataStream) error
@@ -39,6 +45,17 @@ type SnapshotMetadataReader interface {
 // DefaultMaxResults is the number of ranges per message when the request's
 // max_results is 0.
 const DefaultMaxResults = 1024
+
+// MaxBlockMetadataPerMessage caps the ranges per message whatever
+// max_results asks (the spec lets the plugin return fewer). A range
+// encodes in at most 24 bytes, so a message stays under 1.6 MiB, well
+// within gRPC's default 4 MiB receive limit, and a call holds at most two
+// batches in memory (one being sent, one being filled) however large
+// max_results is.
+const MaxBlockMetadataPerMessage = 65536
+
+// DefaultMetadataSendTimeout is Options.MetadataSendTimeout when zero.
+const DefaultMetadataSendTimeout = 10 * time.Minute
 
 // BlockMetadataStream sends block metadata to the client of one
 // SnapshotMetadata call as the driver produces it. It is used by one
@@ -54,19 +71,23 @@ type BlockMetadataStream struct {
 	end      int64 // end of the last range added; the next must not start before it
 	size     int64 // the size of FIXED_LENGTH ranges, once known
 	batch    []*csi.BlockMetadata
-	sent     int
+	// recycle, in the server's streams, returns sent batches (with their
+	// ranges) for reuse; nil when send may keep what it is given.
+	recycle <-chan []*csi.BlockMetadata
 }
 
 // NewBlockMetadataStream returns a stream that batches ranges from
 // startingOffset into groups of at most maxResults (DefaultMaxResults when
-// 0) and passes each group to send. The server builds one per call; the
-// function is exported for testing drivers without a server.
+// 0, MaxBlockMetadataPerMessage when larger) and passes each group to send,
+// which may keep it. The server builds one per call; the function is
+// exported for testing drivers without a server.
 func NewBlockMetadataStream(ctx context.Context, startingOffset int64, maxResults int32,
 	send func(t csi.BlockMetadataType, volumeCapacityBytes int64, batch []*csi.BlockMetadata) error) *BlockMetadataStream {
 	limit := int(maxResults)
 	if limit <= 0 {
 		limit = DefaultMaxResults
 	}
+	limit = min(limit, MaxBlockMetadataPerMessage)
 	return &BlockMetadataStream{ctx: ctx, start: startingOffset, max: limit, send: send}
 }
 
@@ -99,10 +120,12 @@ func (w *BlockMetadataStream) Begin(t csi.BlockMetadataType, volumeCapacityBytes
 // Add reports the range [offset, offset+size). Ranges come in increasing
 // order without overlap, inside the volume, with size > 0 — and, for
 // FIXED_LENGTH, all of one size; a range that breaks these rules is a
-// driver bug and answers Internal. When max_results ranges are pending,
-// Add sends them and blocks until the transport accepts the message, which
-// happens at the client's pace (gRPC flow control). It returns the error
-// of the send (the client went away, the call was cancelled): return it.
+// driver bug and answers Internal. When a message's worth of ranges is
+// pending, Add hands them to the sender and blocks while the previous
+// message is still being sent, which happens at the client's pace (gRPC
+// flow control). It returns the error of the send (the client went away,
+// the call was cancelled, the client stopped reading for
+// Options.MetadataSendTimeout): return it.
 func (w *BlockMetadataStream) Add(offset, size int64) error {
 	if !w.begun {
 		return status.Error(codes.Internal, "csikit: BlockMetadataStream.Add before Begin")
@@ -121,10 +144,21 @@ func (w *BlockMetadataStream) Add(offset, size int64) error {
 	if offset+size <= w.start {
 		return nil // before starting_offset: the client has it already
 	}
-	if err := w.ctx.Err(); err != nil {
-		return status.FromContextError(err).Err()
+	if w.ctx.Err() != nil {
+		return contextError(w.ctx)
 	}
-	w.batch = append(w.batch, &csi.BlockMetadata{ByteOffset: offset, SizeBytes: size})
+	// The batch grows with what is added (never to max_results up front);
+	// a recycled batch's ranges are overwritten in place.
+	if n := len(w.batch); n < cap(w.batch) {
+		w.batch = w.batch[:n+1]
+		if m := w.batch[n]; m != nil {
+			m.ByteOffset, m.SizeBytes = offset, size
+		} else {
+			w.batch[n] = &csi.BlockMetadata{ByteOffset: offset, SizeBytes: size}
+		}
+	} else {
+		w.batch = append(w.batch, &csi.BlockMetadata{ByteOffset: offset, SizeBytes: size})
+	}
 	if len(w.batch) >= w.max {
 		return w.Flush()
 	}
@@ -138,9 +172,16 @@ func (w *BlockMetadataStream) Flush() error {
 		return nil
 	}
 	batch := w.batch
-	w.batch = make([]*csi.BlockMetadata, 0, w.max)
-	w.sent++
-	return w.send(w.typ, w.capacity, batch)
+	w.batch = nil
+	if err := w.send(w.typ, w.capacity, batch); err != nil {
+		return err
+	}
+	select {
+	case b := <-w.recycle: // a nil channel never is ready
+		w.batch = b
+	default:
+	}
+	return nil
 }
 
 func (w *BlockMetadataStream) bug(format string, args ...any) error {
@@ -171,16 +212,21 @@ func metadataStream[Req, Resp any](method string,
 			if !ok {
 				return nil
 			}
+			timeout := s.opts.MetadataSendTimeout
+			if timeout <= 0 {
+				timeout = DefaultMetadataSendTimeout
+			}
+			msg := func(t csi.BlockMetadataType, c int64, b []*csi.BlockMetadata) any { return resp(t, c, b) }
 			return func(req any, ss grpc.ServerStream) error {
 				r := req.(*Req)
-				ctx := ss.Context()
-				w := NewBlockMetadataStream(ctx, offset(r), maxResults(r), func(t csi.BlockMetadataType, c int64, b []*csi.BlockMetadata) error {
-					return ss.SendMsg(resp(t, c, b))
-				})
-				if err := call(d, ctx, r, w); err != nil {
-					return err
+				p := startPump(ss.Context(), ss, timeout, msg)
+				w := NewBlockMetadataStream(p.ctx, offset(r), maxResults(r), p.send)
+				w.recycle = p.free
+				err := call(d, p.ctx, r, w)
+				if err == nil {
+					err = w.finish()
 				}
-				return w.finish()
+				return p.stop(err)
 			}
 		},
 	}

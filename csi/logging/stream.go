@@ -3,6 +3,7 @@ package logging
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/csikit/csikit/csi/requestid"
@@ -48,7 +49,7 @@ func (l *callLogger) interceptStream(srv any, ss grpc.ServerStream, info *grpc.S
 	}
 	now := time.Now()
 	h, r := l.record(ctx, now, level, MsgFinished, info.FullMethod)
-	r.AddAttrs(slog.String(KeyCode, code.String()), slog.Duration(KeyDuration, now.Sub(start)), slog.Int(KeySent, ls.sent))
+	r.AddAttrs(slog.String(KeyCode, code.String()), slog.Duration(KeyDuration, now.Sub(start)), slog.Int64(KeySent, ls.sent.Load()))
 	if err != nil {
 		msg := status.Convert(err).Message()
 		if ls.first != nil {
@@ -62,14 +63,17 @@ func (l *callLogger) interceptStream(srv any, ss grpc.ServerStream, info *grpc.S
 
 // loggedStream remembers the first request (for redaction and the Debug
 // line) and counts what is sent. The handler's goroutine is the only one
-// receiving and sending, as grpc-go requires.
+// receiving. Sending may be done by another goroutine (csikit's
+// SnapshotMetadata streams send from one of their own, which can still be
+// blocked in SendMsg when the handler returns after a stalled client), so
+// the count is atomic.
 type loggedStream struct {
 	grpc.ServerStream
 	l      *callLogger
 	method string
 	debug  bool
 	first  proto.Message
-	sent   int
+	sent   atomic.Int64
 }
 
 func (s *loggedStream) RecvMsg(m any) error {
@@ -94,7 +98,7 @@ func (s *loggedStream) SendMsg(m any) error {
 	if err := s.ServerStream.SendMsg(m); err != nil {
 		return err
 	}
-	s.sent++
+	s.sent.Add(1)
 	return nil
 }
 
