@@ -51,10 +51,16 @@
 // are matched as is: a secret made only of them costs one strings.Index,
 // and any other secret is looked for only where its longest run of them
 // occurs. Overlapping or adjacent matches of several secrets become one
-// Marker, so no part of either is left. Matching is one pass over the text
-// per secret, and its work is bounded: a text that would exceed the bound
-// (only crafted ones do, such as a secret of a hundred backslashes against
-// kilobytes of them) is replaced by Marker as a whole, never returned
+// Marker, so no part of either is left. With up to 32 distinct secrets,
+// matching is one pass over the text per secret; with more (a secrets map
+// of thousands of entries), one pass finds every plain secret and the
+// plain run of every other one at once (an Aho–Corasick automaton), and
+// only the secrets whose run occurs get a pass of their own, so the time
+// per text does not grow with the number of secrets. The work is bounded
+// either way: a text that would exceed the bound (only crafted ones do,
+// such as a secret of a hundred backslashes against kilobytes of them, or
+// thousands of secrets whose runs all occur in the text, more than 4 MiB
+// of passes) is replaced by Marker as a whole, never returned
 // half-checked.
 //
 // Not covered, because no escaper produces it or it cannot be matched

@@ -34,6 +34,9 @@ type needle struct {
 	units []*unit // nil when plain
 	plain bool    // every byte plain: any spelling is raw itself
 	hint  string  // the longest run of plain bytes: any spelling contains it
+	// pre and post count the units before and after hint: a spelling
+	// reaches at most unitReach bytes per unit around it.
+	pre, post int
 }
 
 // plainByte marks the ASCII bytes no supported encoder escapes: letters,
@@ -126,11 +129,15 @@ func newNeedle(v string) needle {
 			run++
 			if run > len(n.hint) {
 				n.hint = v[i+1-run : i+1]
+				n.pre = len(n.units) - run
 			}
 		} else {
 			run = 0
 		}
 		i += size
+	}
+	if n.hint != "" {
+		n.post = len(n.units) - n.pre - len(n.hint)
 	}
 	return n
 }
@@ -143,7 +150,8 @@ func newNeedle(v string) needle {
 // decreasing levels, so one pair per level suffices).
 type matcher struct {
 	text  string
-	work  int // steps taken; over maxWork, matching stops
+	work  int // steps taken; over limit, matching stops
+	limit int // maxWork, or more for many secrets (see maxScan)
 	bufs  [Depth][2][]int
 	store [2 * Depth][8]int // initial backing for bufs
 	pend  []state
@@ -166,7 +174,7 @@ type state struct{ at, k, start int }
 
 // init sets m up to search text.
 func (m *matcher) init(text string) {
-	m.text = text
+	m.text, m.limit = text, maxWork
 	for l := range m.bufs {
 		m.bufs[l][0], m.bufs[l][1] = m.store[2*l][:0], m.store[2*l+1][:0]
 	}
@@ -192,7 +200,7 @@ func (m *matcher) addPos(s []int, p int) []int {
 // unitEnds adds to out every position where u, spelled with up to level
 // rounds of escaping, ends if it starts at p.
 func (m *matcher) unitEnds(p int, u *unit, level int, out []int) []int {
-	if m.work > maxWork {
+	if m.work > m.limit {
 		return out
 	}
 	t := m.text[p:]
@@ -332,7 +340,7 @@ func (m *matcher) scan(n *needle, spans []span) []span {
 				m.work++
 			}
 		}
-		if m.work > maxWork {
+		if m.work > m.limit {
 			return spans
 		}
 	}

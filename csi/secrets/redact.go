@@ -27,6 +27,7 @@ func Redact(s string, msgs ...proto.Message) string {
 // immutable and safe for concurrent use; the nil *Redactor finds nothing.
 type Redactor struct {
 	needles []needle
+	ac      *automaton // with multiFrom or more needles, else nil
 }
 
 // NewRedactor returns a Redactor for the secret values msgs hold, at any
@@ -39,15 +40,31 @@ func NewRedactor(msgs ...proto.Message) *Redactor {
 			collect(m.ProtoReflect(), false, &vals)
 		}
 	}
+	return newRedactor(vals, multiFrom)
+}
+
+// newRedactor returns the Redactor for vals, finding them in one pass
+// (automaton) when there are at least multi distinct ones. Many values are
+// de-duplicated by sorting them (which the automaton wants too): comparing
+// each value with those before it cost 57 s for 100,000 values (a 1 MiB
+// secrets map). vals is reordered.
+func newRedactor(vals []string, multi int) *Redactor {
+	if len(vals) > multiFrom {
+		slices.Sort(vals)
+		vals = slices.Compact(vals)
+	}
 	var r *Redactor
 	for i, v := range vals {
-		if len(v) < MinLen || slices.Contains(vals[:i], v) {
+		if len(v) < MinLen || len(vals) <= multiFrom && slices.Contains(vals[:i], v) {
 			continue
 		}
 		if r == nil {
 			r = &Redactor{needles: make([]needle, 0, len(vals)-i)}
 		}
 		r.needles = append(r.needles, newNeedle(v))
+	}
+	if r != nil && len(r.needles) >= multi {
+		r.ac = newAutomaton(r.needles)
 	}
 	return r
 }
@@ -57,20 +74,27 @@ func NewRedactor(msgs ...proto.Message) *Redactor {
 // stretch becomes one Marker, so no part of either is left. When nothing is
 // found, s itself is returned. The work is bounded: a text that would take
 // too long to check (only adversarial ones do: a long secret of backslashes
-// or quotes against a long run of them) is replaced by Marker as a whole.
+// or quotes against a long run of them, or thousands of secrets with
+// escapable characters whose plain runs all occur in it) is replaced by
+// Marker as a whole.
 func (r *Redactor) Redact(s string) string {
 	if r == nil || s == "" {
 		return s
 	}
-	var (
-		m     *matcher
-		spans []span
-	)
-	for i := range r.needles {
-		spans = find(s, &r.needles[i], spans, &m)
-	}
-	if m != nil && m.work > maxWork {
-		return Marker // too costly to check: withhold it all
+	var spans []span
+	if r.ac != nil {
+		var ok bool
+		if spans, ok = r.ac.find(s, r.needles, nil); !ok {
+			return Marker // too costly to check: withhold it all
+		}
+	} else {
+		var m *matcher
+		for i := range r.needles {
+			spans = find(s, &r.needles[i], spans, &m)
+		}
+		if m != nil && m.work > m.limit {
+			return Marker // too costly to check: withhold it all
+		}
 	}
 	if len(spans) == 0 {
 		return s
