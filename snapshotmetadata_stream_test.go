@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -182,6 +183,21 @@ func TestSnapshotMetadataStalledClient(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	if d.added.Load() != n {
 		t.Error("the driver still produces after the call ended")
+	}
+	// The goroutine that was blocked sending ends too (gRPC closed the
+	// stream behind the handler): nothing leaks per stalled client.
+	for {
+		var b strings.Builder
+		if err := pprof.Lookup("goroutine").WriteTo(&b, 1); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(b.String(), "metadataPump") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sending goroutine is still running:\n%s", b.String())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	for !strings.Contains(logs.String(), `"code":"DeadlineExceeded"`) {
 		if time.Now().After(deadline) {
