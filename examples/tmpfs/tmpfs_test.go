@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/csitest"
@@ -99,6 +100,21 @@ func TestUnitWithoutRoot(t *testing.T) {
 	if status.Code(err) != codes.OutOfRange {
 		t.Fatalf("CreateVolume of 1-2 bytes: %v, want OutOfRange", err)
 	}
+	// A filesystem this driver does not have is refused, not handed out
+	// as tmpfs.
+	_, err = s.Controller.CreateVolume(ctx, &csi.CreateVolumeRequest{
+		Name: "pvc-xfs", VolumeCapabilities: []*csi.VolumeCapability{withFSType(mountCap, "xfs")},
+	})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("CreateVolume with fs_type xfs: %v, want InvalidArgument", err)
+	}
+}
+
+// withFSType returns a copy of a mount capability with fs_type fs.
+func withFSType(c *csi.VolumeCapability, fs string) *csi.VolumeCapability {
+	c = proto.Clone(c).(*csi.VolumeCapability)
+	c.GetMount().FsType = fs
+	return c
 }
 
 // TestSizeIsEnforced writes past a 1 MiB volume through its published
@@ -127,7 +143,13 @@ func TestSizeIsEnforced(t *testing.T) {
 	id := vol.GetVolume().GetVolumeId()
 	t.Cleanup(func() { s.Controller.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: id}) })
 	target := filepath.Join(t.TempDir(), "pod")
-	if _, err := s.Node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: id, TargetPath: target, VolumeCapability: mountCap}); err != nil {
+	for _, fs := range []string{"xfs", "ext4"} {
+		_, err := s.Node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: id, TargetPath: target, VolumeCapability: withFSType(mountCap, fs)})
+		if status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("NodePublishVolume with fs_type %s: %v, want InvalidArgument", fs, err)
+		}
+	}
+	if _, err := s.Node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: id, TargetPath: target, VolumeCapability: withFSType(mountCap, "tmpfs")}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
