@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/csitest"
+	"github.com/csikit/csikit/internal/drivertest"
 	"github.com/csikit/csikit/internal/testenv"
 	"github.com/csikit/csikit/mount/mounttest"
 	"github.com/csikit/csikit/sanity"
@@ -54,6 +56,31 @@ func TestSanity(t *testing.T) {
 		return d, opts, nil
 	})
 	sanity.Run(t, target, sanity.Config{VolumeSize: 8 << 20, ExpandSize: 16 << 20, Log: log.Bytes})
+}
+
+// TestSanityEndpoint runs csikit's harness by endpoint against the tmpfs
+// binary, as a CO meets it (its main package, flags and socket), restarting
+// the process for the Restart area. Opt-in (CSIKIT_SANITY_ENDPOINT=1, as
+// .ci/run sets it): TestSanity covers the same cases in-process.
+func TestSanityEndpoint(t *testing.T) {
+	if os.Getenv("CSIKIT_SANITY_ENDPOINT") == "" {
+		t.Skip("opt-in: set CSIKIT_SANITY_ENDPOINT=1 (root; .ci/run does)")
+	}
+	testenv.RequireRoot(t, "the driver mounts tmpfs volumes")
+	bin := drivertest.Build(t, "github.com/csikit/csikit/examples/tmpfs")
+	state := t.TempDir()
+	t.Cleanup(func() {
+		entries, _ := os.ReadDir(filepath.Join(state, "volumes"))
+		for _, e := range entries {
+			_ = unix.Unmount(filepath.Join(state, "volumes", e.Name()), unix.MNT_DETACH)
+		}
+	})
+	p := drivertest.Start(t, bin, "--nodeid", "sanity-node", "--state-dir", state, "--log-level", "debug")
+	start := time.Now()
+	sanity.Run(t, sanity.Endpoint(p.Endpoint), sanity.Config{
+		VolumeSize: 8 << 20, ExpandSize: 16 << 20, Restart: p.Restart, Log: p.Log,
+	})
+	t.Logf("sanity by endpoint against tmpfs took %v", time.Since(start))
 }
 
 // TestUnitWithoutRoot exercises the RPCs through csikit's chain with the
