@@ -21,6 +21,12 @@
 //     formed, the node's file system is not in the state it needs). A
 //     kubelet root directory reached through a symlink must be configured
 //     by its real path.
+//   - Publish takes only mount flags a bind mount can apply (per-mount
+//     flags: ro, nosuid, nodev, noexec, the atime ones); file-system
+//     options and flags of a whole file system (sync, dirsync, lazytime),
+//     which a bind remount would silently ignore, are refused with
+//     codes.InvalidArgument (CheckBindFlags, also for drivers whose stage
+//     is a bind).
 //   - Publish binds only a staging path that is a mount point (and, with
 //     PublishOptions.SourceDevice, a mount of that device), else
 //     codes.FailedPrecondition: an unstaged volume would expose the node's

@@ -49,8 +49,10 @@ type PublishOptions struct {
 	// ReadOnly makes the bind mount read-only.
 	ReadOnly bool
 	// MountFlags are extra per-mount flags for the bind ("nosuid",
-	// "noexec", "nodev", "noatime", ...). File-system options are refused:
-	// a bind mount shares the source's file system.
+	// "noexec", "nodev", "noatime", ...). File-system options, and flags
+	// of a whole file system (sync, dirsync, lazytime), are refused with
+	// codes.InvalidArgument (CheckBindFlags): a bind mount shares the
+	// source's file system and cannot change it.
 	MountFlags []string
 }
 

@@ -13,7 +13,9 @@ import (
 
 // Publish bind-mounts the directory opts.Source onto opts.Target, creating
 // the target directory (and missing parents, mode 0750) first, and remounts
-// the bind read-only (and with opts.MountFlags) when asked. Mounting is done
+// the bind read-only (and with opts.MountFlags) when asked. MountFlags that
+// a bind mount cannot apply are refused with codes.InvalidArgument (see
+// CheckBindFlags) before anything is touched. Mounting is done
 // with the mount syscall; no helper program runs and the mount table is
 // never read.
 //
@@ -50,13 +52,12 @@ func (m *Mounter) Publish(ctx context.Context, o PublishOptions) error {
 			return err
 		}
 	}
+	if err := CheckBindFlags(o.MountFlags); err != nil {
+		return err
+	}
 	opts, err := parseOptions(o.MountFlags)
 	if err != nil {
 		return err
-	}
-	if len(opts.data) > 0 {
-		return errorf(codes.InvalidArgument, nil,
-			"bind mounts take only per-mount flags, got file-system options %q", opts.data)
 	}
 	if o.ReadOnly {
 		opts.flags |= unix.MS_RDONLY

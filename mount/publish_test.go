@@ -114,6 +114,25 @@ func TestPublishBadInput(t *testing.T) {
 	}
 }
 
+// TestPublishRefusesFileSystemFlags: flags a bind remount silently ignores
+// (sync, dirsync, lazytime) are refused before anything is mounted, so a
+// caller never believes they hold.
+func TestPublishRefusesFileSystemFlags(t *testing.T) {
+	requireRoot(t)
+	ctx := context.Background()
+	m := mount.New(mount.Options{})
+	src := t.TempDir()
+	for _, f := range []string{"sync", "dirsync", "lazytime", "sanity-no-such-mount-option"} {
+		target := filepath.Join(t.TempDir(), "t")
+		cleanupMounts(t, target)
+		err := m.Publish(ctx, mount.PublishOptions{Source: src, Target: target, AllowUnmountedSource: true, MountFlags: []string{"noexec", f}})
+		wantCode(t, err, codes.InvalidArgument)
+		if mounted(target) {
+			t.Errorf("Publish with %q: target mounted, want nothing", f)
+		}
+	}
+}
+
 func TestPublishFromStagedExt4(t *testing.T) {
 	requireTool(t, "mkfs.ext4", "e2fsprogs")
 	dev, _ := loopDevice(t, 64<<20)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -253,4 +254,95 @@ func TestRefusals(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	wantCode(t, quota.Check(cctx, dir), codes.Canceled)
+}
+
+// helperEnv makes TestSetProjectHelper set a project: "<path> <id>".
+const helperEnv = "QUOTA_TEST_SET_PROJECT"
+
+// TestSetProjectHelper runs only as the child of TestTenantCanMoveFiles:
+// it sets the project of the file named by $QUOTA_TEST_SET_PROJECT and
+// prints the errno it met ("0" for none).
+func TestSetProjectHelper(t *testing.T) {
+	arg := os.Getenv(helperEnv)
+	if arg == "" {
+		t.Skip("runs only as the child of TestTenantCanMoveFiles")
+	}
+	var path string
+	var id quota.ProjectID
+	if _, err := fmt.Sscan(arg, &path, &id); err != nil {
+		t.Fatal(err)
+	}
+	var errno unix.Errno
+	errors.As(quota.SetProject(context.Background(), path, id), &errno)
+	fmt.Printf("errno=%d\n", int(errno))
+}
+
+// TestTenantCanMoveFiles shows, on the kernel the tests run on, what the
+// package doc warns of: a file's project ID — what a project quota counts —
+// can be changed by the file's owner without any capability (a non-root
+// pod moves its own files to project 0, out of every limit), not by
+// another unprivileged user, and by nobody inside a user namespace (EINVAL
+// even for its root, who owns the file there).
+func TestTenantCanMoveFiles(t *testing.T) {
+	dir := loopFS(t, "xfs", "") // project IDs are stored without quotas on
+	ctx := context.Background()
+	own, other := filepath.Join(dir, "own"), filepath.Join(dir, "other")
+	for _, p := range []string{own, other} {
+		if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := quota.SetProject(ctx, p, 7); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(own, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	// As uid 65534 without capabilities: setfsuid from 0 drops CAP_FOWNER
+	// from this thread's effective set; the thread is not reused after.
+	done := make(chan [2]error)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine
+		unix.Setfsgid(65534)
+		unix.Setfsuid(65534)
+		done <- [2]error{quota.SetProject(ctx, own, 0), quota.SetProject(ctx, other, 0)}
+	}()
+	errs := <-done
+	if errs[0] != nil {
+		t.Errorf("the owner (uid 65534, no capabilities) moving its file to project 0: %v, want success (what the doc warns of)", errs[0])
+	}
+	if !errors.Is(errs[1], unix.EPERM) {
+		t.Errorf("another user moving root's file to project 0: %v, want EPERM", errs[1])
+	}
+	for p, want := range map[string]quota.ProjectID{own: 0, other: 7} {
+		if got, err := quota.Project(ctx, p); err != nil || got != want {
+			t.Errorf("project of %s: %d, %v; want %d", filepath.Base(p), got, err, want)
+		}
+	}
+	// Root of a user namespace (mapped to root, so it owns the file and
+	// holds CAP_FOWNER there) cannot change it.
+	t.Run("user_namespace", func(t *testing.T) {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestSetProjectHelper$", "-test.count=1")
+		cmd.Env = append(os.Environ(), helperEnv+"="+other+" 0")
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			Cloneflags:  syscall.CLONE_NEWUSER,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}},
+		}
+		out, err := cmd.CombinedOutput()
+		if errors.Is(err, syscall.EPERM) && cmd.Process == nil {
+			// The kernel refuses CLONE_NEWUSER in a chroot (quota-vm.sh
+			// runs the tests in one) and where user namespaces are off.
+			testenv.Skipf(t, "cannot create a user namespace here: %v", err)
+		}
+		if err != nil {
+			t.Fatalf("helper in a user namespace: %v\n%s", err, out)
+		}
+		if want := fmt.Sprintf("errno=%d", int(unix.EINVAL)); !strings.Contains(string(out), want) {
+			t.Errorf("root of a user namespace moving its file to project 0: got %q, want %s (EINVAL)", out, want)
+		}
+		if got, _ := quota.Project(ctx, other); got != 7 {
+			t.Errorf("project after the user namespace's attempt: %d, want 7", got)
+		}
+	})
 }

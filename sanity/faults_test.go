@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -126,6 +127,11 @@ func TestFaults(t *testing.T) {
 				failed = append(failed, m[1])
 			}
 			leaves := leafFailures(failed)
+			// The tally counts each failed case (not the groups above it).
+			tallyLine := regexp.MustCompile(`sanity: (\d+) passed, (\d+) failed, (\d+) skipped`).FindStringSubmatch(out.String())
+			if tallyLine == nil || tallyLine[2] != strconv.Itoa(len(leaves)) || tallyLine[1] == "0" {
+				t.Errorf("fault %s: tally %q, want \"sanity: N passed, %d failed, N skipped\" with N > 0 passed", f.fault, tallyLine, len(leaves))
+			}
 			if !slices.Contains(leaves, f.catches) {
 				t.Fatalf("fault %s: got failures %v, want %s among them\n%s", f.fault, leaves, f.catches, out.String())
 			}

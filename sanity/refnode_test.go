@@ -85,6 +85,22 @@ func sameFlags(a, b []string) bool {
 	return slices.Equal(a, b)
 }
 
+// refuseUnserved is what a driver serving fewer filesystems or mount flags
+// does first, before looking at what is staged or published: the variant
+// "own_fs_only" (a driver with a filesystem of its own, as a tmpfs-only
+// one) refuses every fs_type but "" and "reffs", the variant "no_noexec"
+// refuses the noexec flag — both with INVALID_ARGUMENT, on a fresh call and
+// on a repeat alike. Neither is a fault: the harness must pass them.
+func (d *refDriver) refuseUnserved(mc *csi.VolumeCapability_MountVolume) error {
+	if fs := mc.GetFsType(); d.fault == "own_fs_only" && fs != "" && fs != "reffs" {
+		return status.Errorf(codes.InvalidArgument, "fs_type %q: this driver serves only reffs", fs)
+	}
+	if d.fault == "no_noexec" && slices.Contains(mc.GetMountFlags(), "noexec") {
+		return status.Error(codes.InvalidArgument, "mount flag noexec: this driver does not serve it")
+	}
+	return nil
+}
+
 func (d *refDriver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
 	m, err := d.volume(r.GetVolumeId())
 	if err != nil {
@@ -94,6 +110,9 @@ func (d *refDriver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeR
 		return nil, status.Errorf(codes.InvalidArgument, "volume is block=%v", m.Block)
 	}
 	mc := r.GetVolumeCapability().GetMount()
+	if err := d.refuseUnserved(mc); err != nil {
+		return nil, err
+	}
 	rec := stageRecord{Path: r.GetStagingTargetPath(), FsType: mc.GetFsType(), Flags: mc.GetMountFlags()}
 	writeRec := func() error {
 		b, _ := json.Marshal(rec)
@@ -194,6 +213,9 @@ func (d *refDriver) pubRecord(id, target string) string {
 func (d *refDriver) NodePublishVolume(ctx context.Context, r *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
 	m, err := d.volume(r.GetVolumeId())
 	if err != nil {
+		return nil, err
+	}
+	if err := d.refuseUnserved(r.GetVolumeCapability().GetMount()); err != nil {
 		return nil, err
 	}
 	flags := r.GetVolumeCapability().GetMount().GetMountFlags()

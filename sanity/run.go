@@ -14,7 +14,9 @@ import (
 // cfg.AccessType, the Controller, Snapshots, Expansion, Modify, Node,
 // GroupController, SnapshotMetadata, DataPath, Pagination, Concurrency and Restart areas,
 // then SecretLogs and Hygiene over the whole run. Run returns when every
-// case has finished and the in-process driver, if any, has stopped.
+// case has finished and the in-process driver, if any, has stopped; it
+// logs a tally of its cases last ("sanity: N passed, N failed, N
+// skipped", shown by go test -v or when the test fails).
 func Run(t *testing.T, target Target, cfg Config) {
 	t.Helper()
 	cfg = cfg.withDefaults()
@@ -49,7 +51,7 @@ func Run(t *testing.T, target Target, cfg Config) {
 		cfg: cfg, in: in, base: cfg.BaseDir, runID: randomHex(4), seq: new(atomic.Int64),
 		id: csi.NewIdentityClient(in.conn), ctl: csi.NewControllerClient(in.conn),
 		node: csi.NewNodeClient(in.conn), grp: csi.NewGroupControllerClient(in.conn),
-		access: MountAccess, root: t.Name(), vols: &volumeLog{},
+		access: MountAccess, root: t.Name(), vols: &volumeLog{}, tally: &tally{},
 	}
 	if cfg.AccessType == BlockAccess {
 		s.access = BlockAccess
@@ -89,8 +91,8 @@ func Run(t *testing.T, target Target, cfg Config) {
 	area(SecretLogs, "SecretLogs", secretLogCases, s)
 
 	if cfg.Areas&Hygiene != 0 {
-		t.Run("Hygiene", func(t *testing.T) {
-			t.Run("no_mounts_left", func(t *testing.T) {
+		s.run(t, "Hygiene", func(t *testing.T) {
+			s.run(t, "no_mounts_left", func(t *testing.T) {
 				mps, err := mountsUnder(cfg.BaseDir)
 				if err != nil {
 					t.Fatalf("reading /proc/self/mountinfo: %v", err)
@@ -102,7 +104,7 @@ func Run(t *testing.T, target Target, cfg Config) {
 					}
 				}
 			})
-			t.Run("no_goroutines_leaked", func(t *testing.T) {
+			s.run(t, "no_goroutines_leaked", func(t *testing.T) {
 				if target.start == nil {
 					t.Skip("goroutines are checked for in-process targets only")
 				}
@@ -113,6 +115,7 @@ func Run(t *testing.T, target Target, cfg Config) {
 			})
 		})
 	}
+	t.Logf("sanity: %s", s.tally)
 }
 
 // accessName names the subtree of an access type.
@@ -139,7 +142,7 @@ const noLogHelp = `set Config.Log to a func returning everything the driver has 
 // secretLogCases checks that no secret value, raw or escaped, reached the
 // driver's log or an error message the driver returned.
 func secretLogCases(t *testing.T, s *suite) {
-	t.Run("no_secret_in_errors", func(t *testing.T) {
+	s.run(t, "no_secret_in_errors", func(t *testing.T) {
 		for _, r := range s.in.errs.records() {
 			for _, l := range findSecrets([]byte(r.msg), s.cfg.Secrets) {
 				t.Errorf("got the value of %s in the %s error answering %s, want secrets in no error message\n\trule: %s", l, r.code, r.method, errorRule)

@@ -48,6 +48,21 @@ func TestReference(t *testing.T) {
 	t.Logf("harness against the reference driver took %v", time.Since(start))
 }
 
+// TestDriverServingLess: a driver that refuses an fs_type or a mount flag
+// it does not serve with INVALID_ARGUMENT, before looking at what is
+// staged or published, passes the conflicting-repeat cases (which picked
+// such a capability and demanded ALREADY_EXISTS): the harness accepts
+// INVALID_ARGUMENT where a fresh volume is refused the same capability.
+func TestDriverServingLess(t *testing.T) {
+	needRoot(t)
+	for _, variant := range []string{"own_fs_only", "no_noexec"} {
+		t.Run(variant, func(t *testing.T) {
+			log := &sanity.LogBuffer{}
+			sanity.Run(t, refTarget(t, variant, log), sanity.Config{Areas: sanity.Identity | sanity.Controller | sanity.Node, Log: log.Bytes})
+		})
+	}
+}
+
 // TestSkip runs the Identity area against a driver whose Probe hangs, with
 // the Probe cases skipped through Config.Skip: the test fails unless the
 // skip takes effect.

@@ -29,6 +29,7 @@ type suite struct {
 	access AccessType // MountAccess or BlockAccess in typed areas
 	root   string     // name of the Run test, to name cases relative to it
 	vols   *volumeLog // volumes each case created, by test name
+	tally  *tally     // cases by outcome, shared by the copies
 
 	plugin    map[csi.PluginCapability_Service_Type]bool
 	expansion csi.PluginCapability_VolumeExpansion_Type
@@ -69,16 +70,64 @@ func (l *volumeLog) concerns(t testing.TB, text string) bool {
 	return false
 }
 
+// tally counts the cases of one Run by outcome. A case is a subtest run
+// through suite.run that runs none of its own (groups are not counted).
+type tally struct {
+	mu                      sync.Mutex
+	groups                  map[*testing.T]bool
+	passed, failed, skipped int
+}
+
+// parent records that t runs cases of its own.
+func (c *tally) parent(t *testing.T) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.groups == nil {
+		c.groups = map[*testing.T]bool{}
+	}
+	c.groups[t] = true
+}
+
+// done counts t once it and its cleanups have finished.
+func (c *tally) done(t *testing.T) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.groups[t]:
+		delete(c.groups, t)
+	case t.Failed():
+		c.failed++
+	case t.Skipped():
+		c.skipped++
+	default:
+		c.passed++
+	}
+}
+
+// String is the tally line Run logs.
+func (c *tally) String() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return fmt.Sprintf("%d passed, %d failed, %d skipped", c.passed, c.failed, c.skipped)
+}
+
 // run runs a case or group as a subtest, unless Config.Skip names it.
 func (s *suite) run(t *testing.T, name string, f func(*testing.T)) bool {
 	t.Helper()
+	s.tally.parent(t)
 	rel := strings.TrimPrefix(t.Name()+"/"+name, s.root+"/")
 	for pattern, reason := range s.cfg.Skip {
 		if rel == pattern || (strings.HasSuffix(pattern, "/") && strings.HasPrefix(rel+"/", pattern)) {
-			return t.Run(name, func(t *testing.T) { t.Skip("Config.Skip: " + reason) })
+			f = func(t *testing.T) { t.Skip("Config.Skip: " + reason) }
+			break
 		}
 	}
-	return t.Run(name, f)
+	return t.Run(name, func(t *testing.T) {
+		// Registered first, so it runs after the case's own cleanups
+		// (which may still fail it).
+		t.Cleanup(func() { s.tally.done(t) })
+		f(t)
+	})
 }
 
 // discover reads what the driver advertises.

@@ -11,6 +11,8 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/block"
 	"github.com/csikit/csikit/examples/hostpath/driver"
@@ -140,4 +142,141 @@ func mounted(t *testing.T, path string) bool {
 		}
 	}
 	return false
+}
+
+// statfsFlags returns the ST_* flags of the mount at path.
+func statfsFlags(t *testing.T, path string) int64 {
+	t.Helper()
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Flags
+}
+
+// TestDirStageChecksCapability: a directory volume's stage is a bind of its
+// directory; it applies the capability's mount flags to that bind and
+// refuses what it cannot serve — a flag no kernel knows or one a bind
+// cannot apply (INVALID_ARGUMENT, nothing mounted), an fs_type other than
+// that of the filesystem the directory lives on (INVALID_ARGUMENT when not
+// staged, ALREADY_EXISTS on a repeat) — and a repeat with other flags
+// answers ALREADY_EXISTS. These were all accepted (the flags dropped).
+func TestDirStageChecksCapability(t *testing.T) {
+	needRoot(t)
+	dir := shortDir(t, "hpds")
+	state := filepath.Join(dir, "state")
+	s := serve(t, dir, driver.Options{StateDir: state})
+	ctx := context.Background()
+	id := createVol(t, s, "dir", 16<<20, capFor(false, ""), nil)
+	staging := filepath.Join(dir, "staging")
+	target := filepath.Join(dir, "target")
+	unmountAtCleanup(t, target, staging)
+	var sf unix.Statfs_t
+	if err := unix.Statfs(dir, &sf); err != nil {
+		t.Fatal(err)
+	}
+	host, ok := map[int64]string{unix.EXT4_SUPER_MAGIC: "ext4", unix.XFS_SUPER_MAGIC: "xfs", unix.TMPFS_MAGIC: "tmpfs",
+		unix.BTRFS_SUPER_MAGIC: "btrfs", unix.OVERLAYFS_SUPER_MAGIC: "overlay"}[int64(sf.Type)]
+	if !ok {
+		t.Fatalf("the test directory %s is on a filesystem of magic %#x, which this test does not know", dir, sf.Type)
+	}
+	other := "xfs"
+	if host == "xfs" {
+		other = "ext4"
+	}
+	stage := func(fsType string, flags ...string) error {
+		_, err := s.node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging,
+			VolumeCapability: capFor(false, fsType, flags...)})
+		return err
+	}
+	wantCode := func(what string, err error, want codes.Code) {
+		t.Helper()
+		if status.Code(err) != want {
+			t.Errorf("%s: got %v, want %v", what, err, want)
+		}
+	}
+	for _, f := range []string{"sanity-no-such-mount-option", "sync", "dirsync", "lazytime", "size=1m"} {
+		wantCode("fresh stage with mount flag "+f, stage("", "noexec", f), codes.InvalidArgument)
+		if mounted(t, staging) {
+			t.Fatalf("a refused stage (flag %s) left %s mounted", f, staging)
+		}
+	}
+	wantCode("fresh stage with fs_type "+other, stage(other), codes.InvalidArgument)
+	if mounted(t, staging) {
+		t.Fatal("a refused stage (fs_type) left the staging path mounted")
+	}
+	if err := stage("", "noexec"); err != nil {
+		t.Fatalf("stage with noexec: %v", err)
+	}
+	if statfsFlags(t, staging)&unix.ST_NOEXEC == 0 {
+		t.Error("staged without noexec, want the capability's mount flags applied")
+	}
+	wantCode("repeat with the same capability", stage("", "noexec"), codes.OK)
+	wantCode("repeat with the host filesystem's fs_type", stage(host, "noexec"), codes.OK)
+	wantCode("repeat without noexec", stage(""), codes.AlreadyExists)
+	wantCode("repeat with nosuid added", stage("", "noexec", "nosuid"), codes.AlreadyExists)
+	wantCode("repeat with fs_type "+other, stage(other, "noexec"), codes.AlreadyExists)
+	wantCode("repeat with an unknown flag", stage("", "noexec", "sanity-no-such-mount-option"), codes.InvalidArgument)
+	if !mounted(t, staging) || statfsFlags(t, staging)&unix.ST_NOEXEC == 0 {
+		t.Fatal("refused repeats changed the staged bind")
+	}
+	publish := func(target string, flags ...string) error {
+		_, err := s.node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: id, StagingTargetPath: staging,
+			TargetPath: target, VolumeCapability: capFor(false, "", flags...)})
+		return err
+	}
+	other2 := filepath.Join(dir, "target2")
+	unmountAtCleanup(t, other2)
+	wantCode("publish with sync", publish(other2, "noexec", "sync"), codes.InvalidArgument)
+	if mounted(t, other2) {
+		t.Error("a refused publish left its target mounted")
+	}
+	if err := publish(target, "noexec"); err != nil {
+		t.Fatalf("publish: %v", err)
+	}
+	if statfsFlags(t, target)&unix.ST_NOEXEC == 0 {
+		t.Error("published without noexec")
+	}
+	if _, err := s.node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: target}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging}); err != nil {
+		t.Fatal(err)
+	}
+	if mounted(t, staging) {
+		t.Error("staging path still mounted after unstage")
+	}
+}
+
+// TestXFSCloneStagesBesideSource: a clone of an xfs volume is a copy of
+// its image, UUID included; xfs refuses to mount a filesystem whose UUID
+// is mounted already, so the clone could not be staged on a node where
+// its source is — unless staged with nouuid, as the driver does.
+func TestXFSCloneStagesBesideSource(t *testing.T) {
+	needRoot(t)
+	testenv.RequireCommand(t, "mkfs.xfs", "xfsprogs")
+	dir := shortDir(t, "hpxc")
+	state := filepath.Join(dir, "state")
+	s := serve(t, dir, driver.Options{StateDir: state})
+	ctx := context.Background()
+	src := createVol(t, s, "xfs-src", 300<<20, capFor(false, "xfs"), nil)
+	stagings := map[string]string{src: filepath.Join(dir, "s-src")}
+	detachAtCleanup(t, filepath.Join(state, "images", src+".img"))
+	unmountAtCleanup(t, stagings[src])
+	if _, err := s.node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: src, StagingTargetPath: stagings[src], VolumeCapability: capFor(false, "xfs")}); err != nil {
+		t.Fatalf("stage the source: %v", err)
+	}
+	clone := createVol(t, s, "xfs-clone", 300<<20, capFor(false, "xfs"),
+		&csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: src}}})
+	stagings[clone] = filepath.Join(dir, "s-clone")
+	detachAtCleanup(t, filepath.Join(state, "images", clone+".img"))
+	unmountAtCleanup(t, stagings[clone])
+	if _, err := s.node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: clone, StagingTargetPath: stagings[clone], VolumeCapability: capFor(false, "xfs")}); err != nil {
+		t.Fatalf("stage the clone while its source is staged: %v", err)
+	}
+	for id, p := range stagings {
+		if _, err := s.node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: p}); err != nil {
+			t.Errorf("unstage %s: %v", id, err)
+		}
+	}
 }

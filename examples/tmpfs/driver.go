@@ -79,7 +79,23 @@ func (d *driver) mounted(id string) (bool, error) {
 	return st.Dev != parent.Dev, nil
 }
 
+// checkFSType refuses a capability naming a filesystem other than tmpfs:
+// this driver has no other, and a volume asked for xfs must not be handed
+// out as tmpfs (INVALID_ARGUMENT, the spec's answer to a capability the
+// plugin does not support).
+func checkFSType(caps ...*csi.VolumeCapability) error {
+	for _, c := range caps {
+		if fs := c.GetMount().GetFsType(); fs != "" && fs != "tmpfs" {
+			return status.Errorf(codes.InvalidArgument, "fs_type %q is not supported: volumes of this driver are tmpfs (leave fsType empty or set it to tmpfs)", fs)
+		}
+	}
+	return nil
+}
+
 func (d *driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
+	if err := checkFSType(r.GetVolumeCapabilities()...); err != nil {
+		return nil, err
+	}
 	id, err := idempotency.RequireReservedID(ctx)
 	if err != nil {
 		return nil, err
@@ -151,6 +167,9 @@ func (d *driver) ControllerExpandVolume(ctx context.Context, r *csi.ControllerEx
 
 func (d *driver) NodePublishVolume(ctx context.Context, r *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
 	if _, err := d.size(ctx, r.GetVolumeId()); err != nil {
+		return nil, err
+	}
+	if err := checkFSType(r.GetVolumeCapability()); err != nil {
 		return nil, err
 	}
 	if ok, err := d.mounted(r.GetVolumeId()); err != nil || !ok {

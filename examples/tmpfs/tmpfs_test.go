@@ -9,14 +9,17 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/csitest"
+	"github.com/csikit/csikit/internal/drivertest"
 	"github.com/csikit/csikit/internal/testenv"
 	"github.com/csikit/csikit/mount/mounttest"
 	"github.com/csikit/csikit/sanity"
@@ -53,6 +56,31 @@ func TestSanity(t *testing.T) {
 		return d, opts, nil
 	})
 	sanity.Run(t, target, sanity.Config{VolumeSize: 8 << 20, ExpandSize: 16 << 20, Log: log.Bytes})
+}
+
+// TestSanityEndpoint runs csikit's harness by endpoint against the tmpfs
+// binary, as a CO meets it (its main package, flags and socket), restarting
+// the process for the Restart area. Opt-in (CSIKIT_SANITY_ENDPOINT=1, as
+// .ci/run sets it): TestSanity covers the same cases in-process.
+func TestSanityEndpoint(t *testing.T) {
+	if os.Getenv("CSIKIT_SANITY_ENDPOINT") == "" {
+		t.Skip("opt-in: set CSIKIT_SANITY_ENDPOINT=1 (root; .ci/run does)")
+	}
+	testenv.RequireRoot(t, "the driver mounts tmpfs volumes")
+	bin := drivertest.Build(t, "github.com/csikit/csikit/examples/tmpfs")
+	state := t.TempDir()
+	t.Cleanup(func() {
+		entries, _ := os.ReadDir(filepath.Join(state, "volumes"))
+		for _, e := range entries {
+			_ = unix.Unmount(filepath.Join(state, "volumes", e.Name()), unix.MNT_DETACH)
+		}
+	})
+	p := drivertest.Start(t, bin, "--nodeid", "sanity-node", "--state-dir", state, "--log-level", "debug")
+	start := time.Now()
+	sanity.Run(t, sanity.Endpoint(p.Endpoint), sanity.Config{
+		VolumeSize: 8 << 20, ExpandSize: 16 << 20, Restart: p.Restart, Log: p.Log,
+	})
+	t.Logf("sanity by endpoint against tmpfs took %v", time.Since(start))
 }
 
 // TestUnitWithoutRoot exercises the RPCs through csikit's chain with the
@@ -99,6 +127,21 @@ func TestUnitWithoutRoot(t *testing.T) {
 	if status.Code(err) != codes.OutOfRange {
 		t.Fatalf("CreateVolume of 1-2 bytes: %v, want OutOfRange", err)
 	}
+	// A filesystem this driver does not have is refused, not handed out
+	// as tmpfs.
+	_, err = s.Controller.CreateVolume(ctx, &csi.CreateVolumeRequest{
+		Name: "pvc-xfs", VolumeCapabilities: []*csi.VolumeCapability{withFSType(mountCap, "xfs")},
+	})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("CreateVolume with fs_type xfs: %v, want InvalidArgument", err)
+	}
+}
+
+// withFSType returns a copy of a mount capability with fs_type fs.
+func withFSType(c *csi.VolumeCapability, fs string) *csi.VolumeCapability {
+	c = proto.Clone(c).(*csi.VolumeCapability)
+	c.GetMount().FsType = fs
+	return c
 }
 
 // TestSizeIsEnforced writes past a 1 MiB volume through its published
@@ -127,7 +170,13 @@ func TestSizeIsEnforced(t *testing.T) {
 	id := vol.GetVolume().GetVolumeId()
 	t.Cleanup(func() { s.Controller.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: id}) })
 	target := filepath.Join(t.TempDir(), "pod")
-	if _, err := s.Node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: id, TargetPath: target, VolumeCapability: mountCap}); err != nil {
+	for _, fs := range []string{"xfs", "ext4"} {
+		_, err := s.Node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: id, TargetPath: target, VolumeCapability: withFSType(mountCap, fs)})
+		if status.Code(err) != codes.InvalidArgument {
+			t.Fatalf("NodePublishVolume with fs_type %s: %v, want InvalidArgument", fs, err)
+		}
+	}
+	if _, err := s.Node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: id, TargetPath: target, VolumeCapability: withFSType(mountCap, "tmpfs")}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

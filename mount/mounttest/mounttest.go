@@ -6,7 +6,9 @@
 // and conflicting calls — a repeat with the same options succeeds, other
 // options on an occupied target answer AlreadyExists, publishing from a
 // source that was never staged answers FailedPrecondition — so a driver
-// that mishandles retries fails against it the same way. It does not
+// that mishandles retries fails against it the same way; Publish refuses
+// the mount flags a bind mount cannot apply, as the real one does
+// (mount.CheckBindFlags). It does not
 // replace tests on real mounts: it knows nothing of devices, file systems
 // or the kernel.
 package mounttest
@@ -165,7 +167,9 @@ func (r *Recorder) Unstage(ctx context.Context, target string, opts mount.Unmoun
 	})
 }
 
-// Publish records a publish at o.Target from o.Source, which must be staged,
+// Publish records a publish at o.Target from o.Source, refusing MountFlags a
+// bind mount cannot apply as the real Publish does (mount.CheckBindFlags:
+// InvalidArgument). The source must be staged,
 // declared with AddSource, or allowed by o.AllowUnmountedSource (else
 // FailedPrecondition, as the real Publish refuses a source that is not a
 // mount point); a repeat with the
@@ -178,6 +182,9 @@ func (r *Recorder) Publish(ctx context.Context, o mount.PublishOptions) error {
 		}
 		if o.Target == "" || o.Source == "" {
 			return status.Error(codes.InvalidArgument, "mounttest: Publish needs Source and Target")
+		}
+		if err := mount.CheckBindFlags(o.MountFlags); err != nil {
+			return err
 		}
 		if _, ok := r.staged[o.Source]; !ok && !r.sources[o.Source] && !o.AllowUnmountedSource {
 			return status.Errorf(codes.FailedPrecondition, "mounttest: source %s is not staged", o.Source)

@@ -36,6 +36,9 @@ func TestRecorderRules(t *testing.T) {
 			o.Device = "/dev/loop8"
 			return r.Stage(ctx, o)
 		}, codes.AlreadyExists},
+		{"publish with a flag a bind cannot take", func() error {
+			return r.Publish(ctx, mount.PublishOptions{Source: "/staging/v1", Target: "/pod/v1", MountFlags: []string{"sync"}})
+		}, codes.InvalidArgument},
 		{"publish", func() error {
 			return r.Publish(ctx, mount.PublishOptions{Source: "/staging/v1", Target: "/pod/v1"})
 		}, codes.OK},
@@ -59,7 +62,7 @@ func TestRecorderRules(t *testing.T) {
 		t.Fatalf("left %d staged, %d published", s, p)
 	}
 	calls := r.Calls()
-	if len(calls) != 12 || calls[1].Op != mounttest.OpStage || calls[1].Stage.Device != "/dev/loop7" {
+	if len(calls) != 13 || calls[1].Op != mounttest.OpStage || calls[1].Stage.Device != "/dev/loop7" {
 		t.Fatalf("calls: %+v", calls)
 	}
 }

@@ -4,7 +4,9 @@ package driver
 
 import (
 	"context"
+	"errors"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/csikit/csikit/block"
 	"github.com/csikit/csikit/health"
+	"github.com/csikit/csikit/internal/mountpoint"
 	"github.com/csikit/csikit/k8s/keys"
 	"github.com/csikit/csikit/mount"
 	"github.com/csikit/csikit/stats"
@@ -50,16 +53,23 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 	// The volume's filesystem was chosen at creation; a capability asking
 	// for another one cannot be served (ALREADY_EXISTS for a repeat of a
 	// stage, as the spec's table says, else INVALID_ARGUMENT).
-	if fs := r.GetVolumeCapability().GetMount().GetFsType(); v.Kind == kindFS && fs != "" && fs != v.FSType {
-		if wasStaged {
-			return nil, status.Errorf(codes.AlreadyExists, "volume %s is staged with filesystem %s, not %s", v.ID, v.FSType, fs)
-		}
-		return nil, status.Errorf(codes.InvalidArgument, "volume %s holds filesystem %s, not %s", v.ID, v.FSType, fs)
+	if err := d.checkFSType(&v, r.GetVolumeCapability().GetMount().GetFsType(), wasStaged); err != nil {
+		return nil, err
 	}
+	flags := r.GetVolumeCapability().GetMount().GetMountFlags()
 	var mounted bool // this call mounted staging
 	switch v.Kind {
 	case kindDir:
-		err = d.mounter.Publish(ctx, mount.PublishOptions{Source: d.volumeDir(v.ID), Target: staging, AllowUnmountedSource: true})
+		// The stage is a bind of the volume's directory: the mount flags
+		// are applied to it, and a flag a bind cannot take (a filesystem
+		// option, sync, or none the kernel knows) is refused with
+		// INVALID_ARGUMENT rather than dropped, so a StorageClass's
+		// mountOptions never silently fail to hold. A repeat with other
+		// flags finds the bind with different ones: ALREADY_EXISTS.
+		if err := mount.CheckBindFlags(flags); err != nil {
+			return nil, err
+		}
+		err = d.mounter.Publish(ctx, mount.PublishOptions{Source: d.volumeDir(v.ID), Target: staging, AllowUnmountedSource: true, MountFlags: flags})
 		mounted = err == nil
 	case kindBlock:
 		_, err = d.attach(ctx, &v)
@@ -68,7 +78,7 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 		if dev, err = d.attach(ctx, &v); err == nil {
 			err = d.mounter.Stage(ctx, mount.StageOptions{
 				Device: dev, Target: staging, FSType: v.FSType,
-				MountFlags: stageFlags(v.FSType, r.GetVolumeCapability().GetMount().GetMountFlags()),
+				MountFlags: stageFlags(v.FSType, flags),
 			})
 			mounted = err == nil
 		}
@@ -91,12 +101,76 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 // capability's, and for ext4 errors=remount-ro unless they choose another
 // errors= behaviour — a filesystem that found corruption stops taking
 // writes, and NodeGetVolumeHealth reports it (FilesystemReadOnly) instead
-// of ext4's default of carrying on.
+// of ext4's default of carrying on. An xfs volume is mounted with nouuid:
+// a clone or a restored snapshot is a copy of its source's image, UUID
+// included, and xfs refuses to mount a second filesystem with a UUID
+// already mounted on the node.
 func stageFlags(fsType string, flags []string) []string {
-	if fsType != "ext4" || slices.ContainsFunc(flags, func(f string) bool { return strings.HasPrefix(f, "errors=") }) {
-		return flags
+	switch {
+	case fsType == "ext4" && !slices.ContainsFunc(flags, func(f string) bool { return strings.HasPrefix(f, "errors=") }):
+		return append(slices.Clone(flags), "errors=remount-ro")
+	case fsType == "xfs" && !slices.Contains(flags, "nouuid"):
+		return append(slices.Clone(flags), "nouuid")
 	}
-	return append(slices.Clone(flags), "errors=remount-ro")
+	return flags
+}
+
+// checkFSType refuses a capability's fs_type the volume cannot serve:
+// a filesystem volume serves the filesystem it was created with; a
+// directory volume has none of its own and serves "" or the type of the
+// filesystem its directory lives on (what the pod really gets). A refusal
+// is ALREADY_EXISTS when the volume is staged (the spec's answer to a
+// repeat that is incompatible with what is staged) and INVALID_ARGUMENT
+// otherwise.
+func (d *Driver) checkFSType(v *volume, fsType string, staged bool) error {
+	var have string
+	switch {
+	case fsType == "" || v.Kind == kindBlock:
+		return nil
+	case v.Kind == kindFS:
+		have = v.FSType
+	case v.Kind == kindDir:
+		var err error
+		if have, err = fsTypeOf(d.volumeDir(v.ID)); err != nil {
+			return status.Errorf(codes.Internal, "find the filesystem of volume %s: %v", v.ID, err)
+		}
+	}
+	if fsType == have {
+		return nil
+	}
+	what := "filesystem " + have
+	if v.Kind == kindDir {
+		what = "a directory on " + have + " (create the volume with fsType " + fsType + " for a filesystem of its own)"
+	}
+	if staged {
+		return status.Errorf(codes.AlreadyExists, "volume %s is staged as %s, not fs_type %s", v.ID, what, fsType)
+	}
+	return status.Errorf(codes.InvalidArgument, "volume %s is %s: fs_type %s cannot be served", v.ID, what, fsType)
+}
+
+// fsTypeOf returns the type of the filesystem holding path, as
+// /proc/self/mountinfo names it: that of the deepest mount point at or
+// above it (the top one where mounts are stacked).
+func fsTypeOf(path string) (string, error) {
+	if r, err := filepath.EvalSymlinks(path); err == nil {
+		path = r
+	}
+	mounts, err := mountpoint.List()
+	if err != nil {
+		return "", err
+	}
+	best, fsType := -1, ""
+	for _, e := range mounts {
+		if e.Point == path || e.Point == "/" || strings.HasPrefix(path, e.Point+"/") {
+			if len(e.Point) >= best {
+				best, fsType = len(e.Point), e.FSType
+			}
+		}
+	}
+	if best < 0 {
+		return "", errors.New("no mount holds " + path)
+	}
+	return fsType, nil
 }
 
 // undoStage takes back what a failed NodeStageVolume of a volume that was
@@ -203,18 +277,26 @@ func (d *Driver) publish(ctx context.Context, v *volume, r *csi.NodePublishVolum
 	if !staged {
 		return status.Errorf(codes.FailedPrecondition, "volume %s is not staged at the staging path", v.ID)
 	}
+	flags := c.GetMount().GetMountFlags()
+	if v.Kind == kindFS {
+		// The stage mounted the filesystem with every flag; the publish
+		// bind repeats the per-mount ones.
+		flags = bindFlags(flags)
+	}
+	// A directory volume's flags all go to the bind, which refuses those
+	// it cannot apply (INVALID_ARGUMENT, mount.CheckBindFlags).
 	return d.mounter.Publish(ctx, mount.PublishOptions{
 		Source: r.GetStagingTargetPath(), Target: r.GetTargetPath(), ReadOnly: ro,
-		MountFlags: bindFlags(c.GetMount().GetMountFlags()),
+		MountFlags: flags,
 	})
 }
 
-// bindFlags keeps the per-mount flags a bind mount can take.
+// bindFlags keeps the flags a bind mount can take, per mount (the others
+// belong to the filesystem, which the stage mounted with them).
 func bindFlags(flags []string) []string {
 	var out []string
 	for _, f := range flags {
-		switch f {
-		case "nosuid", "nodev", "noexec", "noatime", "nodiratime", "relatime":
+		if mount.CheckBindFlags([]string{f}) == nil {
 			out = append(out, f)
 		}
 	}
@@ -229,6 +311,9 @@ func (d *Driver) publishEphemeral(ctx context.Context, r *csi.NodePublishVolumeR
 	}
 	if r.GetVolumeCapability().GetBlock() != nil {
 		return nil, status.Error(codes.InvalidArgument, "ephemeral inline volumes are mount volumes")
+	}
+	if err := mount.CheckBindFlags(r.GetVolumeCapability().GetMount().GetMountFlags()); err != nil {
+		return nil, err // before the volume exists: a refused publish leaves nothing
 	}
 	if _, ok := d.store.volume(id); !ok {
 		v := &volume{ID: id, Name: id, Capacity: defaultVolumeSize, Kind: kindDir, Ephemeral: true, Created: time.Now().UTC()}
@@ -246,7 +331,8 @@ func (d *Driver) publishEphemeral(ctx context.Context, r *csi.NodePublishVolumeR
 		}
 		d.ledger.commit(id)
 	}
-	err := d.mounter.Publish(ctx, mount.PublishOptions{Source: d.volumeDir(id), Target: r.GetTargetPath(), ReadOnly: r.GetReadonly(), AllowUnmountedSource: true})
+	err := d.mounter.Publish(ctx, mount.PublishOptions{Source: d.volumeDir(id), Target: r.GetTargetPath(), ReadOnly: r.GetReadonly(),
+		AllowUnmountedSource: true, MountFlags: r.GetVolumeCapability().GetMount().GetMountFlags()})
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs upstream csi-sanity v5.6.0 against the hostpath driver over a unix
-# socket, in four configurations: default (mount), block, attach with an
-# attach limit, and modify; then against examples/tmpfs. Prints each
+# socket, in six configurations: default (directory volumes), ext4 and xfs
+# volumes, block, attach with an attach limit, and modify; then against
+# examples/tmpfs. Prints each
 # configuration's pass/fail counts and exits non-zero on any failure.
 # Needs root (real mounts).
 set -euo pipefail
@@ -65,7 +66,13 @@ run() { # name, driver flags..., --, sanity flags...
 }
 
 drv=hostpath
-run mount --
+run directory --
+# Every kind a StorageClass can select: a directory (no fsType, above), a
+# filesystem of its own (ext4, xfs; mkfs.xfs needs 300 MiB), a block volume.
+printf 'fsType: ext4\n' >"$work/ext4.yaml"
+run ext4 -- --csi.testvolumeparameters="$work/ext4.yaml" --csi.testvolumesize=67108864 --csi.testvolumeexpandsize=134217728
+printf 'fsType: xfs\n' >"$work/xfs.yaml"
+run xfs -- --csi.testvolumeparameters="$work/xfs.yaml" --csi.testvolumesize=314572800 --csi.testvolumeexpandsize=419430400
 run block -- --csi.testvolumeaccesstype=block
 run attach --enable-attach --max-volumes-per-node 2 -- --csi.testnodevolumeattachlimit
 printf 'iops: "3000"\nthroughput: "500"\n' >"$work/mutable.yaml"
@@ -75,6 +82,6 @@ run modify --enable-modify --mutable-parameters iops,throughput -- --csi.testvol
 drv=tmpfs
 run tmpfs -- --csi.testvolumesize=16777216 --csi.testvolumeexpandsize=33554432
 
-echo "csi-sanity v5.6.0 against examples/hostpath (mount, block, attach, modify) and examples/tmpfs:"
+echo "csi-sanity v5.6.0 against examples/hostpath (directory, ext4, xfs, block, attach, modify) and examples/tmpfs:"
 printf '%s' "$summary"
 exit $failed
