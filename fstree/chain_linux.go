@@ -21,8 +21,8 @@ const maxHeld = 16
 const maxCopyDepth = 16384
 
 // testHookReopen, when set (by tests only), runs just before a chain
-// re-opens an ancestor it had closed, with the ancestor's level.
-var testHookReopen func(level int)
+// rooted at root re-opens the ancestor it had closed at level.
+var testHookReopen func(root string, level int)
 
 // level is one directory of a chain.
 type level struct {
@@ -129,7 +129,7 @@ func (c *chain) pop() error {
 // root) given a descriptor of its former child.
 func (c *chain) reopen(i, child int) error {
 	if testHookReopen != nil {
-		testHookReopen(i)
+		testHookReopen(c.root, i)
 	}
 	l := &c.levels[i]
 	// ".." never is a symlink; O_NOFOLLOW and the identity check make sure

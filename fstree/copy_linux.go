@@ -56,7 +56,9 @@ func copyTree(ctx context.Context, src, dst string, opts CopyOptions) (CopyStats
 	scan := newWalker(ctx)
 	mnt, _, err := scan.mountBelow(sfd, src)
 	scan.release()
-	if err != nil {
+	if isNotExist(err) { // removed since it was opened
+		return CopyStats{}, codederr.Errorf(codes.NotFound, err, "copy source %s was removed", src)
+	} else if err != nil {
 		return CopyStats{}, sysError("look for mounts below", src, err)
 	} else if mnt != "" {
 		return CopyStats{}, mountError("copy "+src, mnt)

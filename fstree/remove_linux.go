@@ -77,6 +77,9 @@ func remove(ctx context.Context, dir string, opts RemoveOptions) error {
 	mnt, empty, err := w.mountBelow(fd, dir)
 	if err != nil || mnt != "" {
 		unix.Close(fd)
+		if isNotExist(err) {
+			return nil // removed meanwhile
+		}
 		if err != nil {
 			return sysError("look for mounts below", dir, err)
 		}

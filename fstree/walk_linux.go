@@ -273,7 +273,7 @@ func (w *walker) scanMounts(fd int, path string) (mnt string, empty bool, err er
 		cents, err := w.readDir(cfd)
 		if err != nil || len(cents) == 0 {
 			unix.Close(cfd)
-			if err != nil {
+			if err != nil && !isNotExist(err) { // ENOENT: removed meanwhile
 				return "", false, err
 			}
 			continue
