@@ -113,3 +113,30 @@ func BenchmarkRemove10k(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkChain2k copies and then removes a chain of 2,000 nested
+// directories (with a file at the bottom): the walks' cost per level when
+// the tree is deeper than the descriptors they keep open.
+func BenchmarkChain2k(b *testing.B) {
+	src := filepath.Join(b.TempDir(), "chain")
+	p := src
+	for range 2000 {
+		p = filepath.Join(p, "d")
+	}
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(p, "f"), []byte("bottom"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	dst := filepath.Join(filepath.Dir(src), "copy")
+	ctx := context.Background()
+	for b.Loop() {
+		if _, err := fstree.Copy(ctx, src, dst, fstree.CopyOptions{}); err != nil {
+			b.Fatal(err)
+		}
+		if err := fstree.Remove(ctx, dst, fstree.RemoveOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

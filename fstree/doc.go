@@ -33,9 +33,14 @@
 //   - Errors carry gRPC codes (a GRPCStatus method) and unwrap to their
 //     errno, so a driver returns them from a CSI handler unchanged.
 //
-// Each walk holds one open descriptor per directory level, so a tree
-// deeper than the process's descriptor limit fails with
-// codes.ResourceExhausted rather than being walked by path.
+// A walk holds at most 16 directory descriptors open (Copy 32: source and
+// destination), however deep the tree: going back up to a directory whose
+// descriptor it closed, it re-opens it through ".." (or by name from the
+// root, one component at a time, with the same refusals) and checks it is
+// the very directory it left (device and inode), else ends with
+// codes.Aborted. Remove and Usage walk trees of any depth (with a stack of
+// their own, not the goroutine's); Copy refuses a source more than 16,384
+// directories deep with codes.FailedPrecondition.
 //
 // On systems other than Linux the package builds, and every function
 // returns codes.Unimplemented.

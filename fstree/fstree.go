@@ -31,6 +31,14 @@ type CopyOptions struct {
 	// re-created as empty nodes of the same type; they hold no data and are
 	// never opened.
 	CopyDevices bool
+	// SkipVanished makes Copy skip a source entry that vanishes while it
+	// runs (listed in its directory, gone when opened). It is for copies
+	// of live trees, such as cloning a volume in use, where files come and
+	// go and a copy is only ever a moment's view. By default such an entry
+	// fails the copy with codes.Aborted: a source that loses entries
+	// mid-copy is usually being deleted (a snapshot deleted during a
+	// restore), and a partial copy must not pass for a complete one.
+	SkipVanished bool
 }
 
 // CopyStats says what Copy did.
@@ -93,7 +101,10 @@ func Remove(ctx context.Context, dir string, opts RemoveOptions) error {
 // inside src codes.InvalidArgument; a
 // tree over opts.MaxBytes codes.OutOfRange; a full destination
 // codes.ResourceExhausted; a missing src codes.NotFound; a dst that exists
-// and is not an empty directory codes.AlreadyExists. On every error,
+// and is not an empty directory codes.AlreadyExists; a source entry or
+// directory that vanishes during the copy codes.Aborted naming it
+// (relative to src), unless opts.SkipVanished; a source more than 16,384
+// directories deep codes.FailedPrecondition. On every error,
 // whatever Copy created below dst is removed (and dst too if Copy created
 // it), so a retry starts clean.
 //

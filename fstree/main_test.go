@@ -9,7 +9,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if copyChild() { // a child process of TestCopyKilledMidway
+	if copyChild() || deepChild() { // child processes of TestCopyKilledMidway and TestWalksDeeperThanDescriptorLimit
 		return
 	}
 	goleak.VerifyTestMain(m)

@@ -5,7 +5,6 @@ package fstree
 import (
 	"context"
 	"errors"
-	"path/filepath"
 
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
@@ -78,6 +77,9 @@ func remove(ctx context.Context, dir string, opts RemoveOptions) error {
 	mnt, empty, err := w.mountBelow(fd, dir)
 	if err != nil || mnt != "" {
 		unix.Close(fd)
+		if isNotExist(err) {
+			return nil // removed meanwhile
+		}
 		if err != nil {
 			return sysError("look for mounts below", dir, err)
 		}
@@ -118,89 +120,128 @@ func remove(ctx context.Context, dir string, opts RemoveOptions) error {
 
 // removeContents removes everything below the directory open at fd, whose
 // path (for messages only) is path. Subdirectories are entered only through
-// openAt, which refuses symlinks and mount points.
+// openAt, which refuses symlinks and mount points. It walks depth first
+// with a stack of its own and a chain of descriptors, so no tree is too
+// deep for it: neither the goroutine's stack nor the descriptor limit
+// bounds the depth.
 func (w *walker) removeContents(fd int, path string) error {
-	for round := 0; ; round++ {
-		ents, err := w.readDir(fd)
-		if err != nil {
-			return sysError("read directory", path, err)
+	ch := newChain(w, path, fd)
+	defer ch.close()
+	type frame struct {
+		ents  []dirent
+		i     int
+		round int // reads of the directory that found entries
+		tries int // attempts at removing ents[i]
+	}
+	stack := []frame{{}}
+	for {
+		f := &stack[len(stack)-1]
+		if f.i < len(f.ents) {
+			e := &f.ents[f.i]
+			if err := w.tick(ch, e.name); err != nil {
+				return err
+			}
+			cfd, err := w.removeEntry(ch, e)
+			if err != nil {
+				return err
+			}
+			if cfd < 0 { // removed
+				f.i++
+				f.tries = 0
+				continue
+			}
+			if err := ch.push(e.name, cfd); err != nil {
+				return err
+			}
+			stack = append(stack, frame{})
+			continue
 		}
-		if len(ents) == 0 {
+		ents, err := w.readDir(ch.fd())
+		if err != nil {
+			return sysError("read directory", ch.path(""), err)
+		}
+		if len(ents) > 0 {
+			if f.round == removeRounds {
+				return codederr.Errorf(codes.Aborted, nil, "remove %s: still being written to", ch.path(""))
+			}
+			f.round++
+			f.ents, f.i = ents, 0
+			continue
+		}
+		if len(stack) == 1 {
 			return nil
 		}
-		if round == removeRounds {
-			return codederr.Errorf(codes.Aborted, nil, "remove %s: still being written to", path)
+		// The deepest directory is empty: remove it from its parent.
+		name := ch.levels[len(ch.levels)-1].name
+		stack = stack[:len(stack)-1]
+		if err := ch.pop(); err != nil {
+			return err
 		}
-		for _, e := range ents {
-			p := filepath.Join(path, e.name)
-			if err := w.tick(p); err != nil {
-				return err
+		p := &stack[len(stack)-1]
+		err = unix.Unlinkat(ch.fd(), name, unix.AT_REMOVEDIR)
+		switch {
+		case err == nil, isNotExist(err):
+			p.i++
+			p.tries = 0
+		case errors.Is(err, unix.ENOTEMPTY), errors.Is(err, unix.ENOTDIR):
+			// Refilled or replaced meanwhile: go again.
+			if p.tries++; p.tries == removeRounds {
+				return codederr.Errorf(codes.Aborted, nil, "remove %s: it keeps changing while being removed", ch.path(name))
 			}
-			if err := w.removeEntry(fd, e, p); err != nil {
-				return err
-			}
+		case errors.Is(err, unix.EBUSY):
+			return mountError("remove", ch.path(name))
+		default:
+			return sysError("remove", ch.path(name), err)
 		}
 	}
 }
 
-// removeEntry removes one entry of the directory open at fd.
-func (w *walker) removeEntry(fd int, e dirent, path string) error {
+// removeEntry removes the entry e of the chain's deepest directory when it
+// is not a directory, and returns -1; a directory it opens and returns the
+// descriptor, for the caller to empty and remove.
+func (w *walker) removeEntry(ch *chain, e *dirent) (int, error) {
+	fd := ch.fd()
 	isDir := e.typ == unix.DT_DIR
 	if e.typ == unix.DT_UNKNOWN {
 		var st unix.Stat_t
 		if err := unix.Fstatat(fd, e.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			if isNotExist(err) {
-				return nil
+				return -1, nil
 			}
-			return sysError("lstat", path, err)
+			return -1, sysError("lstat", ch.path(e.name), err)
 		}
 		isDir = st.Mode&unix.S_IFMT == unix.S_IFDIR
 	}
-	for try := 0; try < 4; try++ {
+	for try := 0; try < removeRounds; try++ {
 		if !isDir {
 			err := unix.Unlinkat(fd, e.name, 0)
 			switch {
 			case err == nil, isNotExist(err):
-				return nil
+				return -1, nil
 			case errors.Is(err, unix.EISDIR), errors.Is(err, unix.EPERM) && w.isDirAt(fd, e.name):
 				isDir = true // replaced by a directory meanwhile
 				continue
 			case errors.Is(err, unix.EBUSY):
-				return mountError("remove", path)
+				return -1, mountError("remove", ch.path(e.name))
 			default:
-				return sysError("remove", path, err)
+				return -1, sysError("remove", ch.path(e.name), err)
 			}
 		}
 		cfd, err := w.openAt(fd, e.name, unix.O_RDONLY|unix.O_DIRECTORY)
 		switch {
 		case isNotExist(err):
-			return nil
+			return -1, nil
 		case errors.Is(err, unix.EXDEV):
-			return mountError("remove", path)
+			return -1, mountError("remove", ch.path(e.name))
 		case errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
 			isDir = false // replaced by a symlink or a file: remove that
 			continue
 		case err != nil:
-			return sysError("open", path, err)
+			return -1, sysError("open", ch.path(e.name), err)
 		}
-		err = w.removeContents(cfd, path)
-		unix.Close(cfd)
-		if err != nil {
-			return err
-		}
-		err = unix.Unlinkat(fd, e.name, unix.AT_REMOVEDIR)
-		switch {
-		case err == nil, isNotExist(err):
-			return nil
-		case errors.Is(err, unix.ENOTEMPTY), errors.Is(err, unix.ENOTDIR):
-			continue // refilled or replaced meanwhile: go again
-		case errors.Is(err, unix.EBUSY):
-			return mountError("remove", path)
-		default:
-			return sysError("remove", path, err)
-		}
+		return cfd, nil
 	}
-	return codederr.Errorf(codes.Aborted, nil, "remove %s: it keeps changing while being removed", path)
+	return -1, codederr.Errorf(codes.Aborted, nil, "remove %s: it keeps changing while being removed", ch.path(e.name))
 }
 
 func (w *walker) isDirAt(fd int, name string) bool {

@@ -5,7 +5,6 @@ package fstree
 import (
 	"context"
 	"errors"
-	"path/filepath"
 
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
@@ -60,16 +59,39 @@ func (u *usageWalk) add(st *unix.Stat_t) {
 	u.Inodes++
 }
 
+// dir adds up everything below the directory open at fd, whose path is
+// path, depth first with a stack of its own and a chain of descriptors (no
+// tree is too deep for it).
 func (u *usageWalk) dir(fd int, path string) error {
 	ents, err := u.readDir(fd)
 	if err != nil {
 		return sysError("read directory", path, err)
 	}
-	for _, e := range ents {
-		p := filepath.Join(path, e.name)
-		if err := u.tick(p); err != nil {
+	ch := newChain(u.walker, path, fd)
+	defer ch.close()
+	type frame struct {
+		ents []dirent
+		i    int
+	}
+	stack := []frame{{ents: ents}}
+	for {
+		f := &stack[len(stack)-1]
+		if f.i == len(f.ents) {
+			if len(stack) == 1 {
+				return nil
+			}
+			stack = stack[:len(stack)-1]
+			if err := ch.pop(); err != nil {
+				return err
+			}
+			continue
+		}
+		e := f.ents[f.i]
+		f.i++
+		if err := u.tick(ch, e.name); err != nil {
 			return err
 		}
+		fd := ch.fd()
 		if e.typ != unix.DT_DIR && e.typ != unix.DT_UNKNOWN {
 			// statx tells a file bind-mounted here (a mount root) apart.
 			var stx unix.Statx_t
@@ -79,7 +101,7 @@ func (u *usageWalk) dir(fd int, path string) error {
 				if isNotExist(err) {
 					continue
 				}
-				return sysError("lstat", p, err)
+				return sysError("lstat", ch.path(e.name), err)
 			}
 			if stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 && stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0 {
 				continue // a mount: not counted
@@ -97,28 +119,38 @@ func (u *usageWalk) dir(fd int, path string) error {
 		case isNotExist(err), errors.Is(err, unix.EXDEV):
 			continue // gone, or a mount: not counted
 		case err != nil:
-			return sysError("open", p, err)
+			return sysError("open", ch.path(e.name), err)
 		}
 		var st unix.Stat_t
 		err = unix.Fstat(cfd, &st)
-		if err == nil {
+		if err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			unix.Close(cfd)
+			if err != nil {
+				return sysError("stat", ch.path(e.name), err)
+			}
 			u.add(&st)
-			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-				var dfd int
-				dfd, err = unix.Openat(cfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-				if err == nil {
-					err = u.dir(dfd, p)
-					unix.Close(dfd)
-				}
-			}
+			continue
 		}
+		u.add(&st)
+		dfd, err := unix.Openat(cfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		unix.Close(cfd)
-		if err != nil {
-			if _, ok := err.(*codederr.Error); ok {
-				return err
-			}
-			return sysError("walk", p, err)
+		if isNotExist(err) {
+			continue // removed meanwhile
 		}
+		if err != nil {
+			return sysError("open", ch.path(e.name), err)
+		}
+		cents, err := u.readDir(dfd)
+		if err != nil || len(cents) == 0 {
+			unix.Close(dfd)
+			if err != nil && !isNotExist(err) {
+				return sysError("read directory", ch.path(e.name), err)
+			}
+			continue
+		}
+		if err := ch.push(e.name, dfd); err != nil {
+			return err
+		}
+		stack = append(stack, frame{ents: cents})
 	}
-	return nil
 }

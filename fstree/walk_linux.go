@@ -59,14 +59,15 @@ func (w *walker) release() {
 	}
 }
 
-// tick checks the context every ctxEvery calls.
-func (w *walker) tick(path string) error {
+// tick checks the context every ctxEvery calls; name is the entry of the
+// chain's deepest directory the walk is at.
+func (w *walker) tick(ch *chain, name string) error {
 	w.n++
 	if w.n%ctxEvery != 0 {
 		return nil
 	}
 	if err := w.ctx.Err(); err != nil {
-		return codederr.FromContext(err, "walk stopped at %s", path)
+		return codederr.FromContext(err, "walk stopped at %s", ch.path(name))
 	}
 	return nil
 }
@@ -217,14 +218,35 @@ func (w *walker) scanMounts(fd int, path string) (mnt string, empty bool, err er
 	if err != nil || len(ents) == 0 {
 		return "", err == nil, err
 	}
-	for _, e := range ents {
-		p := filepath.Join(path, e.name)
-		if err := w.tick(p); err != nil {
+	// Depth first with a stack of its own, not the goroutine's: a tree may
+	// be deeper than any stack.
+	ch := newChain(w, path, fd)
+	defer ch.close()
+	type frame struct {
+		ents []dirent
+		i    int
+	}
+	stack := []frame{{ents: ents}}
+	for {
+		f := &stack[len(stack)-1]
+		if f.i == len(f.ents) {
+			if len(stack) == 1 {
+				return "", false, nil
+			}
+			stack = stack[:len(stack)-1]
+			if err := ch.pop(); err != nil {
+				return "", false, err
+			}
+			continue
+		}
+		e := f.ents[f.i]
+		f.i++
+		if err := w.tick(ch, e.name); err != nil {
 			return "", false, err
 		}
 		var stx unix.Statx_t
 		flags := unix.AT_SYMLINK_NOFOLLOW | unix.AT_NO_AUTOMOUNT | unix.AT_STATX_DONT_SYNC
-		if err := unix.Statx(fd, e.name, flags, unix.STATX_TYPE, &stx); err != nil {
+		if err := unix.Statx(ch.fd(), e.name, flags, unix.STATX_TYPE, &stx); err != nil {
 			if isNotExist(err) {
 				continue // removed meanwhile
 			}
@@ -234,27 +256,33 @@ func (w *walker) scanMounts(fd int, path string) (mnt string, empty bool, err er
 			return "", false, errNoMountAttr
 		}
 		if stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0 {
-			return p, false, nil
+			return ch.path(e.name), false, nil
 		}
 		if stx.Mode&unix.S_IFMT != unix.S_IFDIR {
 			continue
 		}
-		cfd, err := w.openAt(fd, e.name, unix.O_RDONLY|unix.O_DIRECTORY)
+		cfd, err := w.openAt(ch.fd(), e.name, unix.O_RDONLY|unix.O_DIRECTORY)
 		switch {
 		case errors.Is(err, unix.EXDEV):
-			return p, false, nil // mounted since the statx
+			return ch.path(e.name), false, nil // mounted since the statx
 		case isNotExist(err), errors.Is(err, unix.ELOOP), errors.Is(err, unix.ENOTDIR):
 			continue // removed or replaced meanwhile: not a mount
 		case err != nil:
 			return "", false, err
 		}
-		mnt, _, err := w.scanMounts(cfd, p)
-		unix.Close(cfd)
-		if mnt != "" || err != nil {
-			return mnt, false, err
+		cents, err := w.readDir(cfd)
+		if err != nil || len(cents) == 0 {
+			unix.Close(cfd)
+			if err != nil && !isNotExist(err) { // ENOENT: removed meanwhile
+				return "", false, err
+			}
+			continue
 		}
+		if err := ch.push(e.name, cfd); err != nil {
+			return "", false, err
+		}
+		stack = append(stack, frame{ents: cents})
 	}
-	return "", false, nil
 }
 
 // mountsBelow lists the mount points strictly below dir, from
@@ -284,8 +312,12 @@ func mountError(op, mnt string) error {
 		"%s: %s is a mount point: unmount it first (nothing below it was touched)", op, mnt)
 }
 
-// sysError turns an errno from a walk into a coded error.
+// sysError turns an errno from a walk into a coded error; an error that
+// has a code already is returned as it is.
 func sysError(op, path string, err error) error {
+	if _, ok := err.(*codederr.Error); ok {
+		return err
+	}
 	code := codes.Internal
 	switch {
 	case errors.Is(err, unix.ENOSPC), errors.Is(err, unix.EDQUOT), errors.Is(err, unix.EMFILE),

@@ -55,7 +55,10 @@ func (d *Driver) createData(ctx context.Context, v *volume, src *csi.VolumeConte
 			return err
 		}
 		if from != "" {
-			return copyDir(ctx, from, dir, v.Capacity)
+			// A source volume may be in use (a clone of a live volume);
+			// a snapshot must be whole, so one losing files mid-copy (being
+			// deleted) fails the restore.
+			return copyDir(ctx, from, dir, v.Capacity, src.GetVolume() != nil)
 		}
 		return nil
 	default:
@@ -277,9 +280,11 @@ func copySparse(ctx context.Context, in, out *os.File) error {
 // followed, even when the tenant swaps a file for one mid-copy; holes stay
 // holes; mounts below src are refused; and at most maxBytes of data are
 // written (OutOfRange beyond: the source holds more than the new
-// capacity). On failure nothing Copy made is left.
-func copyDir(ctx context.Context, src, dst string, maxBytes int64) error {
-	if _, err := fstree.Copy(ctx, src, dst, fstree.CopyOptions{MaxBytes: maxBytes}); err != nil {
+// capacity). live says src is a volume that may be in use, whose entries
+// may vanish mid-copy (skipped); any other source losing an entry fails
+// the copy with Aborted. On failure nothing Copy made is left.
+func copyDir(ctx context.Context, src, dst string, maxBytes int64, live bool) error {
+	if _, err := fstree.Copy(ctx, src, dst, fstree.CopyOptions{MaxBytes: maxBytes, SkipVanished: live}); err != nil {
 		return status.Errorf(status.Code(err), "copy volume data: %v", err)
 	}
 	return nil

@@ -48,7 +48,7 @@ func (d *Driver) snapshotVolume(ctx context.Context, id, name, sourceID, groupID
 		// A directory volume holds no more than its capacity (its quota
 		// sees to it; without quotas, the snapshot refuses a volume
 		// filled beyond it).
-		err = copyDir(ctx, d.volumeDir(v.ID), dst, v.Capacity)
+		err = copyDir(ctx, d.volumeDir(v.ID), dst, v.Capacity, true) // the volume may be in use
 		if status.Code(err) == codes.OutOfRange {
 			err = status.Errorf(codes.FailedPrecondition, "volume %s holds more than its capacity of %d bytes: %v", v.ID, v.Capacity, err)
 		}
