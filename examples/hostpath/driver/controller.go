@@ -198,6 +198,7 @@ func (d *Driver) DeleteVolume(ctx context.Context, r *csi.DeleteVolumeRequest) (
 	if err := d.removeData(ctx, &v); err != nil {
 		return nil, err
 	}
+	d.step("volume:data-removed")
 	if err := d.store.delVolume(ctx, id); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}

@@ -69,8 +69,9 @@ type Options struct {
 	// Logger receives the driver's own lines; nil discards.
 	Logger *slog.Logger
 	// Step, when set, is called at each step of the create-like calls
-	// (CreateVolume, CreateSnapshot, CreateVolumeGroupSnapshot) with the
-	// step's name, such as "volume:data-made" or "snapshot:copied": a test
+	// (CreateVolume, CreateSnapshot, CreateVolumeGroupSnapshot) and of
+	// DeleteVolume with the step's name, such as "volume:data-made" or
+	// "snapshot:copied": a test
 	// hook, for crash tests that kill the driver between two steps and
 	// for tests that change the world there (fill the disk, hold a call).
 	// Nil in production.
