@@ -4,6 +4,7 @@ package main_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -245,5 +246,59 @@ func TestSnapshotsAreChargedTheirBytesOnDisk(t *testing.T) {
 	}
 	if got := availableCapacity(t, s); got < filled || got > filled+64<<10 {
 		t.Errorf("GetCapacity offers %d after deleting a snapshot of %d bytes, want about that", got, filled)
+	}
+}
+
+// TestSnapshotsRecordedUnchargedAreMeasuredAtStart: a snapshot whose
+// record has no bytes on disk (written before snapshots were charged) is
+// measured when the driver starts and charged from then on.
+func TestSnapshotsRecordedUnchargedAreMeasuredAtStart(t *testing.T) {
+	needRoot(t)
+	const capacity, filled = 32 << 20, 4 << 20
+	dir := shortDir(t, "hpsnm")
+	state := tmpfsState(t, dir, "64m")
+	opts := driver.Options{StateDir: state, Capacity: capacity}
+	s := serve(t, dir, opts)
+	ctx := context.Background()
+	src := createVol(t, s, "src", 8<<20, capFor(false, ""), nil)
+	if err := os.WriteFile(filepath.Join(state, "volumes", src, "data"), make([]byte, filled), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	x, err := s.ctl.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: "old", SourceVolumeId: src})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := x.GetSnapshot().GetSnapshotId()
+	charged := availableCapacity(t, s)
+	// Rewrite the record as an older version wrote it: no diskBytes.
+	kv, err := s.d.Journal().(*idempotency.FileJournal).KV("hostpath/snapshots")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, ok, err := kv.Get(ctx, id)
+	if err != nil || !ok {
+		t.Fatalf("snapshot record: %v, %v", ok, err)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rec["diskBytes"]; !ok {
+		t.Fatalf("snapshot record %s has no diskBytes", raw)
+	}
+	delete(rec, "diskBytes")
+	if raw, err = json.Marshal(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Put(ctx, id, raw); err != nil {
+		t.Fatal(err)
+	}
+	if got := availableCapacity(t, s); got <= charged {
+		t.Fatalf("GetCapacity offers %d with the snapshot's charge removed from its record, want more than %d", got, charged)
+	}
+	s.stop()
+	s = serve(t, dir, opts)
+	if got := availableCapacity(t, s); got != charged {
+		t.Errorf("GetCapacity offers %d after a restart, want %d: the snapshot measured and charged again", got, charged)
 	}
 }

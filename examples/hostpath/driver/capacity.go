@@ -3,6 +3,7 @@
 package driver
 
 import (
+	"context"
 	"strings"
 	"sync"
 
@@ -172,4 +173,24 @@ func (d *Driver) availableGiven(used, inflight int64) int64 {
 		return 0
 	}
 	return max(0, int64(st.Bavail)*int64(st.Bsize)-inflight)
+}
+
+// measureSnapshots runs at start: a snapshot recorded without its bytes on
+// disk (by a version that did not charge snapshots) is measured and its
+// record rewritten, so the ledger charges it from now on. What cannot be
+// measured is logged and left uncharged.
+func (d *Driver) measureSnapshots(ctx context.Context) {
+	for _, x := range d.store.sortedSnapshots() {
+		if x.DiskBytes != 0 {
+			continue
+		}
+		b, err := diskBytes(ctx, d.snapshotPath(x.ID, x.Kind), x.Kind)
+		if err == nil && b > 0 {
+			x.DiskBytes = b
+			err = d.store.putSnapshot(ctx, &x)
+		}
+		if err != nil {
+			d.log.Warn("could not charge a snapshot its bytes on disk", "snapshot", x.ID, "error", err)
+		}
+	}
 }

@@ -134,6 +134,7 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 		projects: newProjects(st.sortedVolumes()),
 	}
 	d.checkQuotas(ctx)
+	d.measureSnapshots(ctx)
 	d.reattach(ctx)
 	return d, nil
 }
