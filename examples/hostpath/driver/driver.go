@@ -13,7 +13,9 @@
 // changes — the driver's and the journal's — share flushes. Inside the
 // create and delete calls its writes are deferred (KV.DeferPut) into the
 // journal's own commit or release: the metadata and the journal record
-// land in one atomic transaction.
+// land in one atomic transaction. The driver reads only what is durable
+// (see store), so a write that failed at that commit is redone by the
+// CO's retry, never answered from memory.
 //
 // Invariants: every path the driver builds comes from an ID that passed
 // validID, so nothing outside the state directory is ever touched; data is
