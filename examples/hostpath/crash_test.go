@@ -116,19 +116,22 @@ func fillVolume(t *testing.T, state, id string, block bool) {
 }
 
 func crashCases() []crashCase {
-	createReq := func(name string, block bool, src *csi.VolumeContentSource) *csi.CreateVolumeRequest {
+	createReq := func(name string, c *csi.VolumeCapability, src *csi.VolumeContentSource) *csi.CreateVolumeRequest {
 		return &csi.CreateVolumeRequest{Name: name, CapacityRange: &csi.CapacityRange{RequiredBytes: 4 << 20},
-			VolumeCapabilities: []*csi.VolumeCapability{capFor(block, "")}, VolumeContentSource: src}
+			VolumeCapabilities: []*csi.VolumeCapability{c}, VolumeContentSource: src}
 	}
-	createVolume := func(block bool, src func(ids []string) *csi.VolumeContentSource) func(context.Context, *grpc.ClientConn, []string) error {
+	createVolumeAs := func(c *csi.VolumeCapability, src func(ids []string) *csi.VolumeContentSource) func(context.Context, *grpc.ClientConn, []string) error {
 		return func(ctx context.Context, conn *grpc.ClientConn, ids []string) error {
 			var s *csi.VolumeContentSource
 			if src != nil {
 				s = src(ids)
 			}
-			_, err := csi.NewControllerClient(conn).CreateVolume(ctx, createReq("crashed", block, s))
+			_, err := csi.NewControllerClient(conn).CreateVolume(ctx, createReq("crashed", c, s))
 			return err
 		}
+	}
+	createVolume := func(block bool, src func(ids []string) *csi.VolumeContentSource) func(context.Context, *grpc.ClientConn, []string) error {
+		return createVolumeAs(capFor(block, ""), src)
 	}
 	srcVolume := func(block bool) func(*testing.T, *served, string) []string {
 		return func(t *testing.T, s *served, state string) []string {
@@ -146,6 +149,18 @@ func crashCases() []crashCase {
 			do: createVolume(false, nil), wantVols: 1},
 		{name: "block-volume", setup: func(*testing.T, *served, string) []string { return nil },
 			do: createVolume(true, nil), wantVols: 1},
+		{name: "ext4-volume", setup: func(*testing.T, *served, string) []string { return nil },
+			do: createVolumeAs(capFor(false, "ext4"), nil), wantVols: 1},
+		{name: "block-clone", setup: srcVolume(true),
+			do: createVolume(true, func(ids []string) *csi.VolumeContentSource { return volumeSource(ids[0]) }), wantVols: 1},
+		{name: "block-restore", setup: func(t *testing.T, s *served, state string) []string {
+			id := srcVolume(true)(t, s, state)[0]
+			x, err := s.ctl.CreateSnapshot(context.Background(), &csi.CreateSnapshotRequest{Name: "src-snap", SourceVolumeId: id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return []string{x.GetSnapshot().GetSnapshotId()}
+		}, do: createVolume(true, func(ids []string) *csi.VolumeContentSource { return snapshotSource(ids[0]) }), wantVols: 1},
 		{name: "clone", setup: srcVolume(false),
 			do: createVolume(false, func(ids []string) *csi.VolumeContentSource { return volumeSource(ids[0]) }), wantVols: 1},
 		{name: "restore", setup: func(t *testing.T, s *served, state string) []string {
@@ -169,8 +184,9 @@ func crashCases() []crashCase {
 }
 
 // TestCrashAtEveryCreateStep kills the driver (SIGKILL, in a child
-// process) at every step of every create-like RPC — CreateVolume empty,
-// block, cloned and restored, CreateSnapshot of both kinds,
+// process) at every step of every create-like RPC — CreateVolume empty
+// (directory, block, ext4), cloned and restored (directory and block),
+// CreateSnapshot of both kinds,
 // CreateVolumeGroupSnapshot — then restarts it and retries the call, as
 // the CO does: the retry must succeed (never AlreadyExists, which is final
 // for the CO), exactly one object must exist, the data directories must
