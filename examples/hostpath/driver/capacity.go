@@ -33,9 +33,9 @@ import (
 // reservation. A restart drops the reservations of calls that never
 // answered; their retries reserve again.
 type ledger struct {
-	// durable calls fn with the key and charge of every durable record;
-	// charge returns one key's (0 when there is none).
-	durable func(fn func(key string, bytes int64))
+	// durable sums the charges of every durable record; charge returns
+	// one key's (0 when there is none).
+	durable func() int64
 	charge  func(key string) int64
 
 	mu       sync.Mutex
@@ -47,9 +47,11 @@ func snapshotKey(id string) string { return "snapshot/" + id }
 
 func newLedger(st *store) *ledger {
 	return &ledger{
-		durable: func(fn func(string, int64)) {
-			_ = st.volumes.each(func(id string, v *volume) { fn(id, v.Capacity) })
-			_ = st.snapshots.each(func(id string, x *snapshot) { fn(snapshotKey(id), x.DiskBytes) })
+		durable: func() int64 {
+			// A record that does not decode failed the start already.
+			v, _ := st.volumes.sum(func(v *volume) int64 { return v.Capacity })
+			x, _ := st.snapshots.sum(func(x *snapshot) int64 { return x.DiskBytes })
+			return v + x
 		},
 		charge: func(key string) int64 {
 			if id, ok := strings.CutPrefix(key, "snapshot/"); ok {
@@ -67,7 +69,7 @@ func newLedger(st *store) *ledger {
 // beyond them) and the part of it reserved but not yet durable, dropping
 // reservations durable records now cover. Called with l.mu held.
 func (l *ledger) account() (used, inflight int64) {
-	l.durable(func(_ string, b int64) { used += b })
+	used = l.durable()
 	for k, r := range l.reserved {
 		extra := r - l.charge(k)
 		if extra <= 0 {

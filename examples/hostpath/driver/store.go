@@ -206,6 +206,28 @@ func (r *records[T]) each(fn func(id string, x *T)) error {
 	return nil
 }
 
+// sum adds up charge over every durable record, without copying them
+// (charge must not keep or change its argument).
+func (r *records[T]) sum(charge func(*T) int64) (int64, error) {
+	var total int64
+	err := r.kv.ForEach(func(k string, v []byte) error {
+		r.mu.Lock()
+		c, ok := r.cache[k]
+		r.mu.Unlock()
+		if !ok || !bytes.Equal(c.raw, v) {
+			if _, err := r.decode(k, v); err != nil {
+				return err
+			}
+			r.mu.Lock()
+			c = r.cache[k]
+			r.mu.Unlock()
+		}
+		total += charge(c.val)
+		return nil
+	})
+	return total, err
+}
+
 func (r *records[T]) check() error { return r.each(func(string, *T) {}) }
 
 // all returns copies of the durable records, in ID order.
