@@ -90,14 +90,16 @@ func fillDisk(t *testing.T, state string) string {
 	return fill
 }
 
-// TestAcknowledgedStateSurvivesFullDisk: when the journal's commit of a
-// CreateVolume or DeleteVolume fails on a full disk, the call fails, and
-// the CO's retry once there is space again must redo the write it depends
-// on: after a restart the created volume exists and the deleted one is
-// gone — not listed, its capacity not counted. Before the fix the store's
-// in-memory copy was updated ahead of the disk, the retry succeeded from
-// memory without writing, and a restart lost the volume (or brought the
-// deleted one back).
+// TestAcknowledgedStateSurvivesFullDisk: when the journal's write that
+// ends a create or delete call fails on a full disk — CreateVolume,
+// CreateSnapshot, CreateVolumeGroupSnapshot and their deletes — the call
+// fails, and the CO's retry once there is space again must redo the write
+// it depends on: after a restart what was created exists and what was
+// deleted is gone, listed and charged accordingly, and the data
+// directories hold exactly the listed objects' data. Before the fix the
+// store's in-memory copy was updated ahead of the disk, the retry
+// succeeded from memory without writing, and a restart lost the
+// acknowledged volume (or brought a deleted one back).
 func TestAcknowledgedStateSurvivesFullDisk(t *testing.T) {
 	needRoot(t)
 	const capacity = 16 << 20
@@ -112,87 +114,114 @@ func TestAcknowledgedStateSurvivesFullDisk(t *testing.T) {
 			fill.Store(fillDisk(t, state))
 		}
 	}}
-	free := func() {
+	ctx := context.Background()
+	s := serve(t, dir, opts)
+	grp := csi.NewGroupControllerClient(s.conn)
+	padID := createVol(t, s, "pad", 1<<20, capFor(false, ""), nil)
+	padSize := int64(1 << 20)
+
+	// acked runs call with the disk filling at step: it must fail; then,
+	// with space again, retried until the journal takes writes, succeed;
+	// then the driver restarts. The journal's file must need a new page
+	// for the write that fails: the pad's expansions (one 512-byte record
+	// each) first bring the log's end to logEnd modulo the page size (a
+	// create's reservation, written before step, takes one record).
+	acked := func(what, step string, logEnd int64, call func() error) {
 		t.Helper()
+		for i := 0; journalEnd(t, state)%4096 != logEnd; i++ {
+			if i == 8 {
+				t.Fatalf("%s: the journal's log ends at %d after 8 one-sector writes, not at %d in a page", what, journalEnd(t, state), logEnd)
+			}
+			padSize += 4096
+			if _, err := s.ctl.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: padID,
+				CapacityRange: &csi.CapacityRange{RequiredBytes: padSize}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		failAt.Store(step)
+		err := call()
 		failAt.Store("")
+		if c := status.Code(err); c != codes.Unavailable && c != codes.ResourceExhausted && c != codes.Internal {
+			t.Fatalf("%s with the disk full at %s: %v, want it to fail", what, step, err)
+		}
 		if p := fill.Load().(string); p != "" {
 			if err := os.Remove(p); err != nil {
 				t.Fatal(err)
 			}
 			fill.Store("")
 		}
+		if err := retryUnavailable(call); err != nil {
+			t.Fatalf("%s retried with space again: %v", what, err)
+		}
+		s.stop()
+		s = serve(t, dir, opts)
+		grp = csi.NewGroupControllerClient(s.conn)
+		checkDataMatchesObjects(t, s, state, capacity, what+", restarted")
 	}
-	ctx := context.Background()
-	s := serve(t, dir, opts)
-	padID := createVol(t, s, "pad", 1<<20, capFor(false, ""), nil)
-	padSize := int64(1 << 20)
-	// The commit's record must need pages the journal does not have: a
-	// 64 KiB parameter makes it span several.
+
+	// The volume's commit spans several pages: a 64 KiB parameter.
 	req := &csi.CreateVolumeRequest{Name: "acked", CapacityRange: &csi.CapacityRange{RequiredBytes: 4 << 20},
 		VolumeCapabilities: []*csi.VolumeCapability{capFor(false, "")},
 		Parameters:         map[string]string{"note": string(bytes.Repeat([]byte{'x'}, 64<<10))}}
-
-	failAt.Store("volume:recorded")
-	_, err := s.ctl.CreateVolume(ctx, req)
-	if c := status.Code(err); c != codes.Unavailable && c != codes.ResourceExhausted {
-		t.Fatalf("CreateVolume with the disk full at its commit: %v, want Unavailable or ResourceExhausted", err)
-	}
-	free()
-	var resp *csi.CreateVolumeResponse
-	err = retryUnavailable(func() (err error) { resp, err = s.ctl.CreateVolume(ctx, req); return err })
-	if err != nil {
-		t.Fatalf("CreateVolume retried with space again: %v", err)
-	}
-	id := resp.GetVolume().GetVolumeId()
-	s.stop()
-
-	s = serve(t, dir, opts)
+	var id string
+	acked("CreateVolume", "volume:recorded", journalEnd(t, state)%4096, func() error {
+		resp, err := s.ctl.CreateVolume(ctx, req)
+		id = resp.GetVolume().GetVolumeId()
+		return err
+	})
 	if ids := listVolumeIDs(t, s); len(ids) != 2 || !slices.Contains(ids, id) {
 		t.Fatalf("after a restart ListVolumes has %v, want the acknowledged volume %s (and the pad)", ids, id)
-	}
-	if got := availableCapacity(t, s); got != capacity-4<<20-padSize {
-		t.Errorf("after a restart GetCapacity offers %d bytes, want %d (the volume's 4 MiB counted)", got, capacity-4<<20-padSize)
 	}
 	if again, err := s.ctl.CreateVolume(ctx, req); err != nil || again.GetVolume().GetVolumeId() != id {
 		t.Errorf("CreateVolume replayed after a restart: %v, %v; want volume %s", again.GetVolume().GetVolumeId(), err, id)
 	}
+	if err := os.WriteFile(filepath.Join(state, "volumes", id, "data"), bytes.Repeat([]byte("data"), 1<<18), 0o644); err != nil {
+		t.Fatal(err)
+	}
 
-	// The release's record is small: it must start a page of its own,
-	// so grow the pad (one 512-byte record each) until the log ends at a
-	// page boundary.
-	for i := 0; journalEnd(t, state)%4096 != 0; i++ {
-		if i == 8 {
-			t.Fatalf("the journal's log ends at %d after 8 one-sector writes: not at a page boundary", journalEnd(t, state))
-		}
-		padSize += 4096
-		if _, err := s.ctl.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: padID,
-			CapacityRange: &csi.CapacityRange{RequiredBytes: padSize}}); err != nil {
-			t.Fatal(err)
-		}
+	var snapID string
+	acked("CreateSnapshot", "snapshot:recorded", 4096-512, func() error {
+		resp, err := s.ctl.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: "snap", SourceVolumeId: id})
+		snapID = resp.GetSnapshot().GetSnapshotId()
+		return err
+	})
+	if ids := listSnapshotIDs(t, s); len(ids) != 1 || ids[0] != snapID {
+		t.Fatalf("after a restart ListSnapshots has %v, want the acknowledged snapshot %s", ids, snapID)
 	}
-	failAt.Store("volume:data-removed")
-	_, err = s.ctl.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: id})
-	if c := status.Code(err); c != codes.Unavailable && c != codes.ResourceExhausted && c != codes.Internal {
-		t.Fatalf("DeleteVolume with the disk full at its release: %v, want it to fail", err)
+
+	var groupID string
+	acked("CreateVolumeGroupSnapshot", "group:recorded", 4096-512, func() error {
+		resp, err := grp.CreateVolumeGroupSnapshot(ctx, &csi.CreateVolumeGroupSnapshotRequest{Name: "group", SourceVolumeIds: []string{id}})
+		groupID = resp.GetGroupSnapshot().GetGroupSnapshotId()
+		return err
+	})
+	if g, err := grp.GetVolumeGroupSnapshot(ctx, &csi.GetVolumeGroupSnapshotRequest{GroupSnapshotId: groupID}); err != nil || len(g.GetGroupSnapshot().GetSnapshots()) != 1 {
+		t.Fatalf("after a restart the acknowledged group snapshot %s: %v, %v; want it with its member", groupID, g, err)
 	}
-	free()
-	if err := retryUnavailable(func() error {
+
+	acked("DeleteVolumeGroupSnapshot", "group:data-removed", 0, func() error {
+		_, err := grp.DeleteVolumeGroupSnapshot(ctx, &csi.DeleteVolumeGroupSnapshotRequest{GroupSnapshotId: groupID})
+		return err
+	})
+	if _, err := grp.GetVolumeGroupSnapshot(ctx, &csi.GetVolumeGroupSnapshotRequest{GroupSnapshotId: groupID}); status.Code(err) != codes.NotFound {
+		t.Errorf("after a restart the deleted group snapshot %s: %v, want NotFound", groupID, err)
+	}
+	acked("DeleteSnapshot", "snapshot:data-removed", 0, func() error {
+		_, err := s.ctl.DeleteSnapshot(ctx, &csi.DeleteSnapshotRequest{SnapshotId: snapID})
+		return err
+	})
+	if ids := listSnapshotIDs(t, s); len(ids) != 0 {
+		t.Errorf("after a restart ListSnapshots has %v, want none", ids)
+	}
+	acked("DeleteVolume", "volume:data-removed", 0, func() error {
 		_, err := s.ctl.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: id})
 		return err
-	}); err != nil {
-		t.Fatalf("DeleteVolume retried with space again: %v", err)
-	}
-	s.stop()
-
-	s = serve(t, dir, opts)
+	})
 	if ids := listVolumeIDs(t, s); len(ids) != 1 || ids[0] != padID {
 		t.Errorf("after a restart ListVolumes has %v, want only the pad %s: the volume was deleted", ids, padID)
 	}
 	if got := availableCapacity(t, s); got != capacity-padSize {
 		t.Errorf("after a restart GetCapacity offers %d bytes, want %d (the deleted volume counted)", got, capacity-padSize)
-	}
-	if _, err := os.Stat(filepath.Join(state, "volumes", id)); !os.IsNotExist(err) {
-		t.Errorf("the deleted volume's data: %v, want it gone", err)
 	}
 }
 

@@ -72,8 +72,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Step, when set, is called at each step of the create-like calls
 	// (CreateVolume, CreateSnapshot, CreateVolumeGroupSnapshot) and of
-	// DeleteVolume with the step's name, such as "volume:data-made" or
-	// "snapshot:copied": a test
+	// the delete calls with the step's name, such as "volume:data-made"
+	// or "snapshot:copied": a test
 	// hook, for crash tests that kill the driver between two steps and
 	// for tests that change the world there (fill the disk, hold a call).
 	// Nil in production.

@@ -87,6 +87,7 @@ func (d *Driver) DeleteVolumeGroupSnapshot(ctx context.Context, r *csi.DeleteVol
 		}
 		d.ledger.release(snapshotKey(sid))
 	}
+	d.step("group:data-removed")
 	if err := d.store.delGroup(ctx, id); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}

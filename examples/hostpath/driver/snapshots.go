@@ -188,6 +188,7 @@ func (d *Driver) DeleteSnapshot(ctx context.Context, r *csi.DeleteSnapshotReques
 	if err := d.removeSnapshotData(ctx, &x); err != nil {
 		return nil, err
 	}
+	d.step("snapshot:data-removed")
 	if err := d.store.delSnapshot(ctx, id); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
