@@ -64,7 +64,7 @@ func serve(tb testing.TB, sockDir string, opts driver.Options) *served {
 	srv, err := csikit.NewServer(d, csikit.Options{
 		Name: "hostpath.csikit.dev", Version: "test", NodeID: opts.NodeID, Disable: opts.Disabled(),
 		VolumeModes: csikit.Mount | csikit.Block, AccessModes: driver.AccessModes(),
-		Alpha: true, Clone: true, Journal: d.Journal(),
+		Alpha: true, Clone: true, Journal: d.Journal(), LockKeys: d.LockKeys(),
 	})
 	if err != nil {
 		cancel()

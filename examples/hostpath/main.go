@@ -123,6 +123,9 @@ func run(args []string) error {
 	}
 	opts := serverOptions(cfg, logger)
 	opts.Journal = d.Journal()
+	// The group delete locks the members the driver recorded, not only
+	// those the request lists.
+	opts.LockKeys = d.LockKeys()
 	if reg != nil {
 		opts.Registry = reg
 	}

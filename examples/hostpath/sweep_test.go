@@ -139,3 +139,53 @@ func TestSweepAbandoned(t *testing.T) {
 		t.Errorf("the committed volume's retry got %q, want %q", id, kept)
 	}
 }
+
+// TestSweepRemovesPartialCopies: a snapshot or group snapshot create
+// killed mid-copy leaves fstree.Copy's hidden partial copy
+// (".<id>.fstree-partial") beside where the snapshot would be; when the
+// create is never retried, the sweep must remove it with the reservation,
+// as it removes a complete copy that was never committed.
+func TestSweepRemovesPartialCopies(t *testing.T) {
+	needRoot(t)
+	dir := shortDir(t, "hpswp")
+	state := filepath.Join(dir, "state")
+	s := serve(t, dir, driver.Options{StateDir: state})
+	ctx := context.Background()
+	j := s.d.Journal()
+	mkTree := func(p string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Join(p, "sub"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(p, "sub", "file"), []byte("half a copy"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snaps := filepath.Join(state, "snapshots")
+	for _, r := range []struct {
+		kind  idempotency.Kind
+		id    string
+		trees []string
+	}{
+		{idempotency.KindSnapshot, "snap-killed", []string{".snap-killed.fstree-partial"}},
+		{idempotency.KindGroupSnapshot, "group-killed", []string{"group-killed-0", ".group-killed-1.fstree-partial"}},
+	} {
+		if _, err := j.Reserve(ctx, idempotency.Reservation{Kind: r.kind, Name: "name-" + r.id, ID: r.id, Fingerprint: []byte("f")}); err != nil {
+			t.Fatal(err)
+		}
+		for _, tree := range r.trees {
+			mkTree(filepath.Join(snaps, tree))
+		}
+	}
+	n, err := s.d.SweepAbandoned(ctx, s.srv.Locks(), time.Nanosecond)
+	if err != nil || n != 2 {
+		t.Fatalf("SweepAbandoned: %d released, %v; want 2", n, err)
+	}
+	if entries, _ := os.ReadDir(snaps); len(entries) != 0 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Errorf("snapshots directory after the sweep holds %q, want nothing", names)
+	}
+}

@@ -3,6 +3,8 @@
 package driver
 
 import (
+	"context"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -10,108 +12,160 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// ledger accounts the capacity given to volumes. A create or expansion
-// reserves its bytes before it touches the backend — the check and the
-// reservation are one step under the ledger's lock, so concurrent calls
-// can never together pass a limit none of them alone exceeds — and commits
-// them once the volume's metadata is written, or cancels them when it
-// fails. Committed bytes are rebuilt from the journal's volume records at
-// start, so a crash loses only the reservations of calls that never
-// answered (their retries reserve again).
+// ledger accounts the capacity given out: every durable volume its
+// capacity, every durable snapshot the bytes its data takes on disk
+// (snapshot.DiskBytes), plus the reservations of writes not yet durable.
+//
+// It keeps no running total of its own: the charges are read from the
+// store's durable records at each check, so they follow what the disk
+// holds — a create whose journal commit failed after the driver answered
+// is not counted once its reservation is gone, a delete whose release
+// failed still is — and nothing needs rebuilding after a restart.
+//
+// A create or expansion reserves the total its object will be charged
+// before it touches the backend — the check and the reservation are one
+// step under the ledger's lock, so concurrent calls can never together pass
+// a limit none of them alone exceeds. The reservation stays until the
+// record that charges as much is durable (it is then dropped at the next
+// check), until the call fails (cancel) or its object is deleted
+// (release), or, for a create whose answer was never made durable and
+// never retried, until the sweep releases it with the journal's
+// reservation. A restart drops the reservations of calls that never
+// answered; their retries reserve again.
 type ledger struct {
-	mu        sync.Mutex
-	committed map[string]int64 // volume ID → capacity, as in the store
-	pending   map[string]int64 // volume ID → bytes reserved by a running call
-	used      int64            // sum of committed and pending
-	inflight  int64            // sum of pending
+	// durable sums the charges of every durable record; charge returns
+	// one key's (0 when there is none).
+	durable func() int64
+	charge  func(key string) int64
+
+	mu       sync.Mutex
+	reserved map[string]int64 // key → total charge being written
 }
 
-func newLedger(vols []volume) *ledger {
-	l := &ledger{committed: map[string]int64{}, pending: map[string]int64{}}
-	for _, v := range vols {
-		l.committed[v.ID] = v.Capacity
-		l.used += v.Capacity
+// Ledger keys: a volume's ID, or snapshotKey of a snapshot's.
+func snapshotKey(id string) string { return "snapshot/" + id }
+
+func newLedger(st *store) *ledger {
+	return &ledger{
+		durable: func() int64 {
+			// A record that does not decode failed the start already.
+			v, _ := st.volumes.sum(func(v *volume) int64 { return v.Capacity })
+			x, _ := st.snapshots.sum(func(x *snapshot) int64 { return x.DiskBytes })
+			return v + x
+		},
+		charge: func(key string) int64 {
+			if id, ok := strings.CutPrefix(key, "snapshot/"); ok {
+				x, _ := st.snapshot(id)
+				return x.DiskBytes
+			}
+			v, _ := st.volume(key)
+			return v.Capacity
+		},
+		reserved: map[string]int64{},
 	}
-	return l
 }
 
-// reserve adds bytes for volume id as pending when they fit in
-// avail(used, inflight) — the bytes still free given what is accounted —
-// and fails with ResourceExhausted otherwise.
-func (l *ledger) reserve(id string, bytes int64, avail func(used, inflight int64) int64) error {
+// account returns the bytes charged (durable records and reservations
+// beyond them) and the part of it reserved but not yet durable, dropping
+// reservations durable records now cover. Called with l.mu held.
+func (l *ledger) account() (used, inflight int64) {
+	used = l.durable()
+	for k, r := range l.reserved {
+		extra := r - l.charge(k)
+		if extra <= 0 {
+			delete(l.reserved, k)
+			continue
+		}
+		used += extra
+		inflight += extra
+	}
+	return used, inflight
+}
+
+// reserve sets key's reservation to total bytes when the growth over what
+// key is charged now fits in avail(used, inflight) — the bytes still free
+// given what is accounted — and fails with ResourceExhausted otherwise.
+func (l *ledger) reserve(key string, total int64, avail func(used, inflight int64) int64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if free := avail(l.used, l.inflight); bytes > free {
-		return status.Errorf(codes.ResourceExhausted, "requested %d bytes, only %d bytes of capacity left", bytes, max(free, 0))
+	used, inflight := l.account()
+	now := max(l.charge(key), l.reserved[key])
+	if grow := total - now; grow > 0 {
+		if free := avail(used, inflight); grow > free {
+			return status.Errorf(codes.ResourceExhausted, "requested %d bytes, only %d bytes of capacity left", grow, max(free, 0))
+		}
 	}
-	l.pending[id] += bytes
-	l.used += bytes
-	l.inflight += bytes
+	l.reserved[key] = max(l.reserved[key], total)
 	return nil
 }
 
-// add reserves bytes for volume id as pending whether they fit or not.
-func (l *ledger) add(id string, bytes int64) {
+// add reserves total bytes for key whether they fit or not.
+func (l *ledger) add(key string, total int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.pending[id] += bytes
-	l.used += bytes
-	l.inflight += bytes
+	l.reserved[key] = max(l.reserved[key], total)
 }
 
-// commit turns id's pending bytes into part of its committed capacity.
-func (l *ledger) commit(id string) {
+// set makes key's reservation total bytes, up or down, without a check:
+// the bytes are on disk already (a snapshot's measured size).
+func (l *ledger) set(key string, total int64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if b, ok := l.pending[id]; ok {
-		l.committed[id] += b
-		l.inflight -= b
-		delete(l.pending, id)
+	l.reserved[key] = total
+}
+
+// commit says key's record was written (or deferred into the call's
+// journal commit): its reservation stays until the record is durable,
+// which the next check sees.
+func (l *ledger) commit(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if r, ok := l.reserved[key]; ok && r <= l.charge(key) {
+		delete(l.reserved, key)
 	}
 }
 
-// cancel gives id's pending bytes back.
-func (l *ledger) cancel(id string) {
+// cancel drops key's reservation: its call failed.
+func (l *ledger) cancel(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.used -= l.pending[id]
-	l.inflight -= l.pending[id]
-	delete(l.pending, id)
+	delete(l.reserved, key)
 }
 
-// release gives back everything id holds, committed and pending: its
-// volume was deleted.
-func (l *ledger) release(id string) {
+// release drops key's reservation: its object is deleted (its durable
+// record counts until the delete is durable).
+func (l *ledger) release(key string) { l.cancel(key) }
+
+// holds reports whether key has a reservation.
+func (l *ledger) holds(key string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.used -= l.committed[id] + l.pending[id]
-	l.inflight -= l.pending[id]
-	delete(l.committed, id)
-	delete(l.pending, id)
+	_, ok := l.reserved[key]
+	return ok
 }
 
 // available is avail applied to the current accounting.
 func (l *ledger) available(avail func(used, inflight int64) int64) int64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return avail(l.used, l.inflight)
+	return avail(l.account())
 }
 
-// reserveCapacity reserves bytes for volume id (see ledger.reserve). The
-// caller commits them with d.ledger.commit after the metadata write or
-// cancels them with d.ledger.cancel on failure.
-func (d *Driver) reserveCapacity(id string, bytes int64) error {
-	return d.ledger.reserve(id, bytes, d.availableGiven)
+// reserveCapacity reserves a total charge of bytes for ledger key (see
+// ledger.reserve). The caller commits with d.ledger.commit after the
+// metadata write or cancels with d.ledger.cancel on failure.
+func (d *Driver) reserveCapacity(key string, bytes int64) error {
+	return d.ledger.reserve(key, bytes, d.availableGiven)
 }
 
-// available is the capacity not yet given to volumes.
+// available is the capacity not yet given out.
 func (d *Driver) available() int64 { return d.ledger.available(d.availableGiven) }
 
 // availableGiven is the capacity left when used bytes are accounted: with
 // Options.Capacity, what remains of it; without, the free space of the
 // state directory's filesystem less what running creates reserved but may
 // not have written yet (a committed volume's data is in the free space
-// already, or will be as it fills).
+// already, or will be as it fills; a snapshot's data is there already).
 func (d *Driver) availableGiven(used, inflight int64) int64 {
 	if d.opts.Capacity > 0 {
 		return max(0, d.opts.Capacity-used)
@@ -121,4 +175,24 @@ func (d *Driver) availableGiven(used, inflight int64) int64 {
 		return 0
 	}
 	return max(0, int64(st.Bavail)*int64(st.Bsize)-inflight)
+}
+
+// measureSnapshots runs at start: a snapshot recorded without its bytes on
+// disk (by a version that did not charge snapshots) is measured and its
+// record rewritten, so the ledger charges it from now on. What cannot be
+// measured is logged and left uncharged.
+func (d *Driver) measureSnapshots(ctx context.Context) {
+	for _, x := range d.store.sortedSnapshots() {
+		if x.DiskBytes != 0 {
+			continue
+		}
+		b, err := diskBytes(ctx, d.snapshotPath(x.ID, x.Kind), x.Kind)
+		if err == nil && b > 0 {
+			x.DiskBytes = b
+			err = d.store.putSnapshot(ctx, &x)
+		}
+		if err != nil {
+			d.log.Warn("could not charge a snapshot its bytes on disk", "snapshot", x.ID, "error", err)
+		}
+	}
 }

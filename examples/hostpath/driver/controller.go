@@ -43,8 +43,10 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 	if err := d.checkTopology(r.GetAccessibilityRequirements()); err != nil {
 		return nil, err
 	}
-	// A retry after a crash between our metadata write and the journal's
-	// commit finds the volume already there: answer it.
+	// A retry after the journal's commit failed, or after a crash between
+	// the commit and the answer, finds the volume durable: answer it. The
+	// store holds nothing that is not durable, so a retry after a failed
+	// commit creates (and writes) the volume again.
 	if v, ok := d.store.volume(id); ok {
 		return &csi.CreateVolumeResponse{Volume: d.csiVolume(&v, r.GetVolumeContentSource())}, nil
 	}
@@ -67,17 +69,22 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 	if err := d.reserveCapacity(id, size); err != nil {
 		return nil, err
 	}
+	d.step("volume:reserved")
 	if err := d.createData(ctx, v, src); err != nil {
 		d.discardData(v)
 		d.ledger.cancel(id)
 		return nil, err
 	}
+	d.step("volume:data-made")
+	// Deferred into the journal's commit: durable with it, or the call
+	// fails Unavailable and the retry comes back here.
 	if err := d.store.putVolume(ctx, v); err != nil {
 		d.discardData(v)
 		d.ledger.cancel(id)
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	d.ledger.commit(id)
+	d.step("volume:recorded")
 	return &csi.CreateVolumeResponse{Volume: d.csiVolume(v, src)}, nil
 }
 
@@ -185,10 +192,13 @@ func (d *Driver) DeleteVolume(ctx context.Context, r *csi.DeleteVolumeRequest) (
 		return nil, err
 	}
 	// Data first: when it cannot be removed (a mount below it), the
-	// volume stays known and the CO's retry tries again.
+	// volume stays known and the CO's retry tries again. The record's
+	// delete is deferred into the journal's release: until that is durable
+	// the volume stays listed and charged, and a retry deletes again.
 	if err := d.removeData(ctx, &v); err != nil {
 		return nil, err
 	}
+	d.step("volume:data-removed")
 	if err := d.store.delVolume(ctx, id); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
@@ -324,7 +334,7 @@ func (d *Driver) ControllerExpandVolume(ctx context.Context, r *csi.ControllerEx
 	if size > d.opts.MaxVolumeSize {
 		return nil, status.Errorf(codes.OutOfRange, "requested %d bytes, more than the maximum volume size of %d bytes", size, d.opts.MaxVolumeSize)
 	}
-	if err := d.reserveCapacity(v.ID, size-v.Capacity); err != nil {
+	if err := d.reserveCapacity(v.ID, size); err != nil {
 		return nil, err
 	}
 	if v.Kind != kindDir {

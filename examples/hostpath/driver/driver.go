@@ -13,7 +13,9 @@
 // changes — the driver's and the journal's — share flushes. Inside the
 // create and delete calls its writes are deferred (KV.DeferPut) into the
 // journal's own commit or release: the metadata and the journal record
-// land in one atomic transaction.
+// land in one atomic transaction. The driver reads only what is durable
+// (see store), so a write that failed at that commit is redone by the
+// CO's retry, never answered from memory.
 //
 // Invariants: every path the driver builds comes from an ID that passed
 // validID, so nothing outside the state directory is ever touched; data is
@@ -68,6 +70,14 @@ type Options struct {
 	MutableParameters []string
 	// Logger receives the driver's own lines; nil discards.
 	Logger *slog.Logger
+	// Step, when set, is called at each step of the create-like calls
+	// (CreateVolume, CreateSnapshot, CreateVolumeGroupSnapshot) and of
+	// the delete calls with the step's name, such as "volume:data-made"
+	// or "snapshot:copied": a test
+	// hook, for crash tests that kill the driver between two steps and
+	// for tests that change the world there (fill the disk, hold a call).
+	// Nil in production.
+	Step func(step string)
 }
 
 // Driver implements the controller and node services. Create it with New;
@@ -78,7 +88,7 @@ type Driver struct {
 	store   *store
 	journal *idempotency.FileJournal
 	mounter *mount.Mounter
-	ledger  *ledger // capacity given to volumes, committed and reserved
+	ledger  *ledger // capacity given to volumes and snapshots, durable and reserved
 
 	// quotas is set when the state directory's filesystem enforces project
 	// quotas: directory volumes then get one project each, limited to
@@ -119,16 +129,23 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 		j.Close()
 		return nil, err
 	}
-	vols := st.sortedVolumes()
 	d := &Driver{
 		opts: opts, log: opts.Logger, store: st, journal: j,
 		mounter:  mount.New(mount.Options{Logger: opts.Logger}),
-		ledger:   newLedger(vols),
-		projects: newProjects(vols),
+		ledger:   newLedger(st),
+		projects: newProjects(st.sortedVolumes()),
 	}
 	d.checkQuotas(ctx)
+	d.measureSnapshots(ctx)
 	d.reattach(ctx)
 	return d, nil
+}
+
+// step calls Options.Step, if set.
+func (d *Driver) step(name string) {
+	if d.opts.Step != nil {
+		d.opts.Step(name)
+	}
 }
 
 // Journal is the crash-safe name→ID journal to hand to csikit.Options.

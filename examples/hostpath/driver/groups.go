@@ -24,7 +24,7 @@ func (d *Driver) CreateVolumeGroupSnapshot(ctx context.Context, r *csi.CreateVol
 		return nil, status.Error(codes.Internal, "no reserved group snapshot ID: the server was built without the driver's journal")
 	}
 	if g, ok := d.store.group(id); ok {
-		return &csi.CreateVolumeGroupSnapshotResponse{GroupSnapshot: d.csiGroup(&g)}, nil
+		return &csi.CreateVolumeGroupSnapshotResponse{GroupSnapshot: d.csiGroup(ctx, &g)}, nil
 	}
 	for _, src := range r.GetSourceVolumeIds() {
 		if _, err := d.lookup(src); err != nil {
@@ -47,13 +47,16 @@ func (d *Driver) CreateVolumeGroupSnapshot(ctx context.Context, r *csi.CreateVol
 	if err := d.store.putGroup(ctx, g); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
-	return &csi.CreateVolumeGroupSnapshotResponse{GroupSnapshot: d.csiGroup(g)}, nil
+	d.step("group:recorded")
+	return &csi.CreateVolumeGroupSnapshotResponse{GroupSnapshot: d.csiGroup(ctx, g)}, nil
 }
 
-func (d *Driver) csiGroup(g *group) *csi.VolumeGroupSnapshot {
+// csiGroup is the CSI view of g, its members as the call of ctx sees them
+// (a create sees the members it has just written).
+func (d *Driver) csiGroup(ctx context.Context, g *group) *csi.VolumeGroupSnapshot {
 	out := &csi.VolumeGroupSnapshot{GroupSnapshotId: g.ID, CreationTime: timestamppb.New(g.Created), ReadyToUse: true}
 	for _, sid := range g.SnapshotIDs {
-		if x, ok := d.store.snapshot(sid); ok {
+		if x, ok := d.store.snapshotIn(ctx, sid); ok {
 			out.Snapshots = append(out.Snapshots, csiSnapshot(&x))
 		}
 	}
@@ -82,7 +85,9 @@ func (d *Driver) DeleteVolumeGroupSnapshot(ctx context.Context, r *csi.DeleteVol
 		if err := d.store.delSnapshot(ctx, sid); err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
 		}
+		d.ledger.release(snapshotKey(sid))
 	}
+	d.step("group:data-removed")
 	if err := d.store.delGroup(ctx, id); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
@@ -99,27 +104,78 @@ func (d *Driver) GetVolumeGroupSnapshot(ctx context.Context, r *csi.GetVolumeGro
 	if err := d.checkMembers(&g, r.GetSnapshotIds()); err != nil {
 		return nil, err
 	}
-	return &csi.GetVolumeGroupSnapshotResponse{GroupSnapshot: d.csiGroup(&g)}, nil
+	return &csi.GetVolumeGroupSnapshotResponse{GroupSnapshot: d.csiGroup(ctx, &g)}, nil
 }
 
-// checkMembers refuses a snapshot_ids list that is not the group's.
+// checkMembers refuses a snapshot_ids list that is not the group's: the
+// same set, each ID once. An empty list means the group's own.
 func (d *Driver) checkMembers(g *group, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	want := map[string]bool{}
+	want := make(map[string]bool, len(g.SnapshotIDs))
 	for _, s := range g.SnapshotIDs {
 		want[s] = true
 	}
+	seen := make(map[string]bool, len(ids))
 	for _, s := range ids {
 		if !want[s] {
 			return status.Errorf(codes.InvalidArgument, "snapshot %q is not a member of group snapshot %s", s, g.ID)
 		}
+		if seen[s] {
+			return status.Errorf(codes.InvalidArgument, "snapshot_ids lists snapshot %q more than once: list each of group snapshot %s's %d members once, or none", s, g.ID, len(g.SnapshotIDs))
+		}
+		seen[s] = true
 	}
-	if len(ids) != len(g.SnapshotIDs) {
-		return status.Errorf(codes.InvalidArgument, "snapshot_ids lists %d of the group's %d snapshots", len(ids), len(g.SnapshotIDs))
+	if len(seen) != len(want) {
+		var missing []string
+		for _, s := range g.SnapshotIDs {
+			if !seen[s] {
+				missing = append(missing, s)
+			}
+		}
+		return status.Errorf(codes.InvalidArgument, "snapshot_ids leaves out members %v of group snapshot %s: list all of its members, or none", missing, g.ID)
 	}
 	return nil
+}
+
+// LockKeys are lock keys the driver adds to csikit's, for
+// csikit.Options.LockKeys: DeleteVolumeGroupSnapshot locks every member
+// snapshot the driver's own record of the group names — as snapshot and as
+// restore source — not only the IDs the request lists (csi-sanity and
+// others send none, a request may repeat one), so a group delete fails
+// with Aborted while a volume is restored from a member, instead of
+// deleting the member under the copy. A group's members never change, so
+// reading the record before the locks are held is safe.
+func (d *Driver) LockKeys() map[string]idempotency.KeyFunc {
+	return map[string]idempotency.KeyFunc{
+		csi.GroupController_DeleteVolumeGroupSnapshot_FullMethodName: d.deleteGroupKeys,
+	}
+}
+
+func (d *Driver) deleteGroupKeys(ctx context.Context, req any) []idempotency.Lock {
+	locks := idempotency.DeleteGroupSnapshotKeys(ctx, req)
+	r, ok := req.(*csi.DeleteVolumeGroupSnapshotRequest)
+	if !ok || !validID(r.GetGroupSnapshotId()) {
+		return locks
+	}
+	g, ok := d.store.group(r.GetGroupSnapshotId())
+	if !ok {
+		return locks
+	}
+	have := make(map[idempotency.Key]bool, len(locks))
+	for _, l := range locks {
+		have[l.Key] = true
+	}
+	for _, sid := range g.SnapshotIDs {
+		for _, k := range []idempotency.Key{{Space: idempotency.SpaceSnapshot, ID: sid}, {Space: idempotency.SpaceSourceSnapshot, ID: sid}} {
+			if !have[k] {
+				have[k] = true
+				locks = append(locks, idempotency.Lock{Key: k, Mode: idempotency.Exclusive})
+			}
+		}
+	}
+	return locks
 }
 
 // NodeGetStorageHealth reports no adverse condition of the node's storage

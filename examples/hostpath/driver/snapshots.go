@@ -5,9 +5,11 @@ package driver
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -35,7 +37,14 @@ func (d *Driver) CreateSnapshot(ctx context.Context, r *csi.CreateSnapshotReques
 	return &csi.CreateSnapshotResponse{Snapshot: csiSnapshot(x)}, nil
 }
 
-// snapshotVolume copies one volume into snapshot id.
+// snapshotVolume copies one volume into snapshot id. Whatever an earlier
+// attempt at this ID left (a crash after the copy was renamed into place
+// but before the journal's commit made its record durable) is removed
+// first: the ID is reserved to this create, so it is its own half-made
+// data, and the copy is redone. The snapshot is charged the bytes its data
+// takes on disk: an estimate (the source's) is reserved before copying
+// (ResourceExhausted when it does not fit), the copy's measured size once
+// it is made.
 func (d *Driver) snapshotVolume(ctx context.Context, id, name, sourceID, groupID string) (*snapshot, error) {
 	v, err := d.lookup(sourceID)
 	if err != nil {
@@ -43,6 +52,22 @@ func (d *Driver) snapshotVolume(ctx context.Context, id, name, sourceID, groupID
 	}
 	x := &snapshot{ID: id, Name: name, SourceID: v.ID, Size: v.Capacity, Kind: v.Kind, FSType: v.FSType,
 		GroupID: groupID, Created: time.Now().UTC()}
+	if err := d.removeSnapshotLeftovers(ctx, id); err != nil {
+		return nil, err
+	}
+	src := d.volumeImage(v.ID)
+	if v.Kind == kindDir {
+		src = d.volumeDir(v.ID)
+	}
+	estimate, err := diskBytes(ctx, src, v.Kind)
+	if err != nil {
+		return nil, status.Errorf(status.Code(err), "measure volume %s: %v", v.ID, err)
+	}
+	key := snapshotKey(id)
+	if err := d.reserveCapacity(key, estimate); err != nil {
+		return nil, status.Errorf(codes.ResourceExhausted, "snapshot of volume %s: its %d bytes on disk do not fit: %v", v.ID, estimate, status.Convert(err).Message())
+	}
+	d.step("snapshot:reserved")
 	dst := d.snapshotPath(id, v.Kind)
 	if v.Kind == kindDir {
 		// A directory volume holds no more than its capacity (its quota
@@ -55,15 +80,60 @@ func (d *Driver) snapshotVolume(ctx context.Context, id, name, sourceID, groupID
 	} else {
 		err = copyFile(ctx, d.volumeImage(v.ID), dst)
 	}
+	if err == nil {
+		d.step("snapshot:copied")
+		x.DiskBytes, err = diskBytes(ctx, dst, v.Kind)
+	}
 	if err != nil {
 		d.discardSnapshotData(x)
+		d.ledger.cancel(key)
 		return nil, err
 	}
+	d.ledger.set(key, x.DiskBytes)
 	if err := d.store.putSnapshot(ctx, x); err != nil {
 		d.discardSnapshotData(x)
+		d.ledger.cancel(key)
 		return nil, status.Error(codes.Internal, err.Error())
 	}
+	d.ledger.commit(key)
+	d.step("snapshot:recorded")
 	return x, nil
+}
+
+// diskBytes is the space the data at p takes on disk: a directory tree's
+// allocated blocks (fstree.Usage: no symlink followed, no mount crossed),
+// or a file's, so holes do not count.
+func diskBytes(ctx context.Context, p string, k kind) (int64, error) {
+	if k == kindDir {
+		u, err := fstree.Usage(ctx, p)
+		return u.Bytes, err
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil {
+		return 0, status.Errorf(codes.Internal, "stat %s: %v", p, err)
+	}
+	return st.Blocks * 512, nil
+}
+
+// partialCopy is where fstree.Copy builds a copy to p before renaming it
+// into place; a process killed mid-copy leaves it behind.
+func partialCopy(p string) string {
+	return filepath.Join(filepath.Dir(p), "."+filepath.Base(p)+".fstree-partial")
+}
+
+// removeSnapshotLeftovers removes whatever is at snapshot id's paths, of
+// either kind, and a partial copy: what an earlier attempt left.
+func (d *Driver) removeSnapshotLeftovers(ctx context.Context, id string) error {
+	for _, k := range []kind{kindDir, kindBlock} {
+		if err := d.removeSnapshotData(ctx, &snapshot{ID: id, Kind: k}); err != nil {
+			return err
+		}
+	}
+	p := partialCopy(d.snapshotPath(id, kindDir))
+	if err := fstree.Remove(ctx, p, fstree.RemoveOptions{}); err != nil {
+		return status.Errorf(status.Code(err), "remove a partial copy of snapshot %s: %v", id, err)
+	}
+	return nil
 }
 
 // removeSnapshotData deletes a snapshot's data: a directory with
@@ -118,9 +188,11 @@ func (d *Driver) DeleteSnapshot(ctx context.Context, r *csi.DeleteSnapshotReques
 	if err := d.removeSnapshotData(ctx, &x); err != nil {
 		return nil, err
 	}
+	d.step("snapshot:data-removed")
 	if err := d.store.delSnapshot(ctx, id); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
+	d.ledger.release(snapshotKey(id))
 	return &csi.DeleteSnapshotResponse{}, nil
 }
 

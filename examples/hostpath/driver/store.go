@@ -3,11 +3,13 @@
 package driver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -46,27 +48,40 @@ type volume struct {
 
 // snapshot is the metadata of one snapshot.
 type snapshot struct {
-	ID       string    `json:"id"`
-	Name     string    `json:"name"`
-	SourceID string    `json:"sourceId"`
-	Size     int64     `json:"size"`
-	Kind     kind      `json:"kind"`
-	FSType   string    `json:"fsType,omitempty"`
-	GroupID  string    `json:"groupId,omitempty"`
-	Created  time.Time `json:"created"`
+	ID       string `json:"id"`
+	Name     string `json:"name"`
+	SourceID string `json:"sourceId"`
+	Size     int64  `json:"size"`
+	// DiskBytes is the space the snapshot's data takes on disk, measured
+	// when it was made: what the capacity ledger charges for it.
+	DiskBytes int64     `json:"diskBytes,omitempty"`
+	Kind      kind      `json:"kind"`
+	FSType    string    `json:"fsType,omitempty"`
+	GroupID   string    `json:"groupId,omitempty"`
+	Created   time.Time `json:"created"`
 }
 
-// store keeps metadata in memory for reads and durably in KV spaces of the
-// SDK's file journal, so its writes share the journal's group commit: the
+// store is the driver's metadata, kept durably in KV spaces of the SDK's
+// file journal, so its writes share the journal's group commit: the
 // metadata write of a CreateVolume and the journal's own reserve and commit
 // of concurrent calls are fsynced together.
+//
+// Reads see only what is durable. Inside the create and delete calls the
+// writes are deferred into the journal's commit or release
+// (idempotency.KV.DeferPut), which may still fail (a full disk) after the
+// driver answered; an in-memory copy updated at the write would then hold
+// a volume the disk does not, and the CO's retry would succeed from memory
+// without redoing the write. So nothing is published before it is durable:
+// the KV's own view (which changes only once a write reached the disk) is
+// the truth, and the store keeps only decoded copies of it, checked
+// against the durable bytes at every read. The one exception is a call's
+// own writes, which it reads back through the *In methods with its ctx.
 type store struct {
 	kvVolumes, kvSnapshots, kvGroups *idempotency.KV
 
-	mu        sync.RWMutex
-	volumes   map[string]*volume
-	snapshots map[string]*snapshot
-	groups    map[string]*group
+	volumes   *records[volume]
+	snapshots *records[snapshot]
+	groups    *records[group]
 }
 
 // group is a volume group snapshot.
@@ -78,7 +93,7 @@ type group struct {
 }
 
 func openStore(j *idempotency.FileJournal) (*store, error) {
-	s := &store{volumes: map[string]*volume{}, snapshots: map[string]*snapshot{}, groups: map[string]*group{}}
+	s := &store{}
 	var err error
 	if s.kvVolumes, err = j.KV("hostpath/volumes"); err != nil {
 		return nil, err
@@ -89,27 +104,139 @@ func openStore(j *idempotency.FileJournal) (*store, error) {
 	if s.kvGroups, err = j.KV("hostpath/groups"); err != nil {
 		return nil, err
 	}
-	if err := load(s.kvVolumes, s.volumes); err != nil {
-		return nil, err
-	}
-	if err := load(s.kvSnapshots, s.snapshots); err != nil {
-		return nil, err
-	}
-	if err := load(s.kvGroups, s.groups); err != nil {
-		return nil, err
+	s.volumes = newRecords(s.kvVolumes, (*volume).clone)
+	s.snapshots = newRecords(s.kvSnapshots, func(x *snapshot) snapshot { return *x })
+	s.groups = newRecords(s.kvGroups, func(g *group) group {
+		c := *g
+		c.SnapshotIDs = slices.Clone(g.SnapshotIDs)
+		return c
+	})
+	// Every record must decode: a corrupt one fails the start, not a
+	// later read.
+	for _, check := range []func() error{s.volumes.check, s.snapshots.check, s.groups.check} {
+		if err := check(); err != nil {
+			return nil, err
+		}
 	}
 	return s, nil
 }
 
-func load[T any](kv *idempotency.KV, into map[string]*T) error {
-	return kv.ForEach(func(k string, v []byte) error {
-		var x T
-		if err := json.Unmarshal(v, &x); err != nil {
-			return fmt.Errorf("hostpath: load %s record %q: %w", kv, k, err)
+// clone is a copy of v that shares no map or slice with it.
+func (v *volume) clone() volume {
+	c := *v
+	c.Params = maps.Clone(v.Params)
+	c.Published = slices.Clone(v.Published)
+	return c
+}
+
+// records is one KV space of JSON records, read through a cache of
+// decoded copies keyed by the durable bytes they were decoded from.
+type records[T any] struct {
+	kv    *idempotency.KV
+	clone func(*T) T
+
+	mu    sync.Mutex
+	cache map[string]cached[T]
+}
+
+type cached[T any] struct {
+	raw []byte
+	val *T
+}
+
+func newRecords[T any](kv *idempotency.KV, clone func(*T) T) *records[T] {
+	return &records[T]{kv: kv, clone: clone, cache: map[string]cached[T]{}}
+}
+
+// decode returns a copy of the record stored as raw under key, decoding
+// only when the cache holds other bytes for key. raw is not retained.
+func (r *records[T]) decode(key string, raw []byte) (T, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c, ok := r.cache[key]; ok && bytes.Equal(c.raw, raw) {
+		return r.clone(c.val), nil
+	}
+	x := new(T)
+	if err := json.Unmarshal(raw, x); err != nil {
+		return *new(T), fmt.Errorf("hostpath: load %s record %q: %w", r.kv, key, err)
+	}
+	r.cache[key] = cached[T]{raw: bytes.Clone(raw), val: x}
+	return r.clone(x), nil
+}
+
+// get returns the record under id as ctx sees it: the durable one, or the
+// last write the call of ctx deferred. A cancelled ctx still reads.
+func (r *records[T]) get(ctx context.Context, id string) (T, bool) {
+	raw, ok, err := r.kv.Get(context.WithoutCancel(ctx), id)
+	if err != nil || !ok {
+		if err == nil {
+			r.mu.Lock()
+			delete(r.cache, id)
+			r.mu.Unlock()
 		}
-		into[k] = &x
+		return *new(T), false
+	}
+	x, err := r.decode(id, raw)
+	return x, err == nil
+}
+
+// each calls fn with every durable record in ID order, and drops cached
+// copies of records that are gone. fn must not use the store's KV spaces.
+func (r *records[T]) each(fn func(id string, x *T)) error {
+	seen := make(map[string]struct{})
+	err := r.kv.ForEach(func(k string, v []byte) error {
+		x, err := r.decode(k, v)
+		if err != nil {
+			return err
+		}
+		seen[k] = struct{}{}
+		fn(k, &x)
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	for k := range r.cache {
+		if _, ok := seen[k]; !ok {
+			delete(r.cache, k)
+		}
+	}
+	r.mu.Unlock()
+	return nil
+}
+
+// sum adds up charge over every durable record, without copying them
+// (charge must not keep or change its argument).
+func (r *records[T]) sum(charge func(*T) int64) (int64, error) {
+	var total int64
+	err := r.kv.ForEach(func(k string, v []byte) error {
+		r.mu.Lock()
+		c, ok := r.cache[k]
+		r.mu.Unlock()
+		if !ok || !bytes.Equal(c.raw, v) {
+			if _, err := r.decode(k, v); err != nil {
+				return err
+			}
+			r.mu.Lock()
+			c = r.cache[k]
+			r.mu.Unlock()
+		}
+		total += charge(c.val)
+		return nil
+	})
+	return total, err
+}
+
+func (r *records[T]) check() error { return r.each(func(string, *T) {}) }
+
+// all returns copies of the durable records, in ID order.
+func (r *records[T]) all() []T {
+	var out []T
+	if err := r.each(func(_ string, x *T) { out = append(out, *x) }); err != nil {
+		return out // a record that stopped decoding: what was read
+	}
+	return out
 }
 
 // ping reads the store, for health checks.
@@ -121,12 +248,13 @@ func (s *store) ping() error {
 	return nil
 }
 
-// put writes one record, then publishes it in memory. Inside CreateVolume,
-// CreateSnapshot and CreateVolumeGroupSnapshot the write is deferred
+// put writes one record. Inside CreateVolume, CreateSnapshot and
+// CreateVolumeGroupSnapshot the write is deferred
 // (idempotency.KV.DeferPut) into the journal's commit of the call — one
-// atomic transaction, one flush — and is durable before the call answers;
-// elsewhere it is durable when put returns.
-func put[T any](ctx context.Context, s *store, kv *idempotency.KV, id string, x *T, mem map[string]*T) error {
+// atomic transaction, one flush — and is durable before the call answers
+// success; elsewhere it is durable when put returns. Either way reads
+// (other than the call's own) see it only once it is durable.
+func put[T any](ctx context.Context, kv *idempotency.KV, id string, x *T) error {
 	raw, err := json.Marshal(x)
 	if err != nil {
 		return err
@@ -134,95 +262,62 @@ func put[T any](ctx context.Context, s *store, kv *idempotency.KV, id string, x 
 	if err := kv.DeferPut(ctx, id, raw); err != nil {
 		return fmt.Errorf("hostpath: save %s %s: %w", kv, id, err)
 	}
-	s.mu.Lock()
-	mem[id] = x
-	s.mu.Unlock()
 	return nil
 }
 
 // del removes one record, deferred into the journal's release inside the
 // Delete calls (so data removal and the metadata delete reach the disk in
-// that order), durably at once elsewhere.
-func del[T any](ctx context.Context, s *store, kv *idempotency.KV, id string, mem map[string]*T) error {
+// that order), durably at once elsewhere. Until the delete is durable the
+// record stays visible, so a retry after a failed release deletes again.
+func del(ctx context.Context, kv *idempotency.KV, id string) error {
 	if err := kv.DeferDelete(ctx, id); err != nil {
 		return fmt.Errorf("hostpath: delete %s %s: %w", kv, id, err)
 	}
-	s.mu.Lock()
-	delete(mem, id)
-	s.mu.Unlock()
 	return nil
 }
 
 func (s *store) putVolume(ctx context.Context, v *volume) error {
-	return put(ctx, s, s.kvVolumes, v.ID, v, s.volumes)
+	return put(ctx, s.kvVolumes, v.ID, v)
 }
 func (s *store) putSnapshot(ctx context.Context, x *snapshot) error {
-	return put(ctx, s, s.kvSnapshots, x.ID, x, s.snapshots)
+	return put(ctx, s.kvSnapshots, x.ID, x)
 }
 func (s *store) putGroup(ctx context.Context, g *group) error {
-	return put(ctx, s, s.kvGroups, g.ID, g, s.groups)
+	return put(ctx, s.kvGroups, g.ID, g)
 }
 func (s *store) delVolume(ctx context.Context, id string) error {
-	return del(ctx, s, s.kvVolumes, id, s.volumes)
+	return del(ctx, s.kvVolumes, id)
 }
 func (s *store) delSnapshot(ctx context.Context, id string) error {
-	return del(ctx, s, s.kvSnapshots, id, s.snapshots)
+	return del(ctx, s.kvSnapshots, id)
 }
 func (s *store) delGroup(ctx context.Context, id string) error {
-	return del(ctx, s, s.kvGroups, id, s.groups)
+	return del(ctx, s.kvGroups, id)
 }
 
-// volume returns a copy of the volume's metadata.
+// volume returns a copy of the volume's durable metadata.
 func (s *store) volume(id string) (volume, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	v, ok := s.volumes[id]
-	if !ok {
-		return volume{}, false
-	}
-	return *v, true
+	return s.volumes.get(context.Background(), id)
 }
 
+// snapshot returns a copy of the snapshot's durable metadata.
 func (s *store) snapshot(id string) (snapshot, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	x, ok := s.snapshots[id]
-	if !ok {
-		return snapshot{}, false
-	}
-	return *x, true
+	return s.snapshots.get(context.Background(), id)
 }
 
+// snapshotIn is snapshot as the call of ctx sees it: with its own
+// deferred writes.
+func (s *store) snapshotIn(ctx context.Context, id string) (snapshot, bool) {
+	return s.snapshots.get(ctx, id)
+}
+
+// group returns a copy of the group snapshot's durable metadata.
 func (s *store) group(id string) (group, bool) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	g, ok := s.groups[id]
-	if !ok {
-		return group{}, false
-	}
-	return *g, true
+	return s.groups.get(context.Background(), id)
 }
 
-// sortedVolumes returns copies of all volumes, sorted by ID.
-func (s *store) sortedVolumes() []volume {
-	s.mu.RLock()
-	out := make([]volume, 0, len(s.volumes))
-	for _, v := range s.volumes {
-		out = append(out, *v)
-	}
-	s.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
-}
+// sortedVolumes returns copies of all durable volumes, sorted by ID.
+func (s *store) sortedVolumes() []volume { return s.volumes.all() }
 
-// sortedSnapshots returns copies of all snapshots, sorted by ID.
-func (s *store) sortedSnapshots() []snapshot {
-	s.mu.RLock()
-	out := make([]snapshot, 0, len(s.snapshots))
-	for _, x := range s.snapshots {
-		out = append(out, *x)
-	}
-	s.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
-	return out
-}
+// sortedSnapshots returns copies of all durable snapshots, sorted by ID.
+func (s *store) sortedSnapshots() []snapshot { return s.snapshots.all() }

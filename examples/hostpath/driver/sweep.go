@@ -69,8 +69,10 @@ func (d *Driver) cleanVolume(ctx context.Context, rec idempotency.Record) error 
 		if err := d.store.delVolume(ctx, rec.ID); err != nil {
 			return err
 		}
-		d.ledger.release(rec.ID)
 	}
+	// A reservation of capacity whose create answered but whose commit
+	// never became durable, and was never retried, is returned here.
+	d.ledger.release(rec.ID)
 	return d.leftover(d.volumeDir(rec.ID), d.volumeImage(rec.ID))
 }
 
@@ -81,19 +83,20 @@ func (d *Driver) cleanSnapshot(ctx context.Context, rec idempotency.Record) erro
 	return d.dropSnapshot(ctx, rec.ID)
 }
 
-// dropSnapshot removes snapshot id's metadata and data of either kind.
+// dropSnapshot removes snapshot id's metadata, its data of either kind and
+// a partial copy (a create killed mid-copy), and returns its capacity
+// reservation.
 func (d *Driver) dropSnapshot(ctx context.Context, id string) error {
 	if _, ok := d.store.snapshot(id); ok {
 		if err := d.store.delSnapshot(ctx, id); err != nil {
 			return err
 		}
 	}
-	for _, k := range []kind{kindDir, kindBlock} {
-		if err := d.removeSnapshotData(ctx, &snapshot{ID: id, Kind: k}); err != nil {
-			return err
-		}
+	if err := d.removeSnapshotLeftovers(ctx, id); err != nil {
+		return err
 	}
-	return d.leftover(d.snapshotPath(id, kindDir), d.snapshotPath(id, kindBlock))
+	d.ledger.release(snapshotKey(id))
+	return d.leftover(d.snapshotPath(id, kindDir), d.snapshotPath(id, kindBlock), partialCopy(d.snapshotPath(id, kindDir)))
 }
 
 // cleanGroup removes an uncommitted group snapshot and its members (IDs
@@ -105,7 +108,8 @@ func (d *Driver) cleanGroup(ctx context.Context, rec idempotency.Record) error {
 	for i := 0; ; i++ {
 		sid := fmt.Sprintf("%s-%d", rec.ID, i)
 		_, inStore := d.store.snapshot(sid)
-		if !validID(sid) || (!inStore && !exists(d.snapshotPath(sid, kindDir)) && !exists(d.snapshotPath(sid, kindBlock))) {
+		if !validID(sid) || (!inStore && !exists(d.snapshotPath(sid, kindDir)) && !exists(d.snapshotPath(sid, kindBlock)) &&
+			!exists(partialCopy(d.snapshotPath(sid, kindDir))) && !d.ledger.holds(snapshotKey(sid))) {
 			break
 		}
 		if err := d.dropSnapshot(ctx, sid); err != nil {
