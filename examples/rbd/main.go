@@ -170,7 +170,7 @@ func run(args []string) error {
 	g.Add("sweep", runner.Every(time.Hour, func(ctx context.Context) error {
 		var errs []error
 		for _, k := range []idempotency.Kind{idempotency.KindVolume, idempotency.KindSnapshot} {
-			_, err := d.SweepAbandoned(ctx, srv.Locks(), k, 24*time.Hour)
+			_, err := d.SweepAbandoned(ctx, k, 24*time.Hour)
 			errs = append(errs, err)
 		}
 		return errors.Join(errs...)

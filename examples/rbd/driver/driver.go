@@ -82,6 +82,11 @@ type Options struct {
 	// ControllerExpandVolume accept (default 64 TiB): without an object
 	// map, removing an image visits every object it could have.
 	MaxVolumeSize int64
+	// CreateLease is how long a create's journal reservation stays its
+	// own without renewal (default DefaultCreateLease); a running create
+	// renews it every third of that. The sweep of abandoned creates only
+	// takes over reservations whose lease expired.
+	CreateLease time.Duration
 	// OpTimeout bounds every Ceph operation (default 30s).
 	OpTimeout time.Duration
 	// Runner runs the node's external tools (default mount.ExecRunner()).
@@ -126,6 +131,9 @@ func New(o Options) (*Driver, error) {
 	}
 	if o.MaxVolumeSize <= 0 {
 		o.MaxVolumeSize = 64 << 40
+	}
+	if o.CreateLease <= 0 {
+		o.CreateLease = DefaultCreateLease
 	}
 	if o.OpTimeout <= 0 {
 		o.OpTimeout = 30 * time.Second
