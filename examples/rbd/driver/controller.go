@@ -211,6 +211,15 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 	if _, ok := d.mappers[r.GetParameters()[ParamMapper]]; !ok && r.GetParameters()[ParamMapper] != "" {
 		return nil, status.Errorf(codes.InvalidArgument, "parameter %q: want krbd, rbd-nbd or rbd-fuse", ParamMapper)
 	}
+	fsType, set := r.GetParameters()[ParamFsType]
+	if set && !supportedFS(fsType) {
+		return nil, status.Errorf(codes.InvalidArgument, "parameter %q = %q: want %s", ParamFsType, fsType, fsNames)
+	}
+	for _, c := range r.GetVolumeCapabilities() {
+		if t := c.GetMount().GetFsType(); t != "" && !supportedFS(t) {
+			return nil, status.Errorf(codes.InvalidArgument, "fs_type %q is not supported: want %s", t, fsNames)
+		}
+	}
 	ctx, cancel := d.opCtx(ctx)
 	defer cancel()
 	if err := d.checkImageParams(ctx, creds, r.GetParameters()); err != nil {
@@ -262,6 +271,9 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 	}
 	if m := r.GetParameters()[ParamMapper]; m != "" {
 		vol.VolumeContext[ParamMapper] = m
+	}
+	if fsType != "" {
+		vol.VolumeContext[ParamFsType] = fsType
 	}
 	if zone != "" {
 		vol.AccessibleTopology = []*csi.Topology{{Segments: map[string]string{TopologyKey: zone}}}
@@ -362,6 +374,11 @@ func (d *Driver) settle(io *rados.IOContext, name string, make func() error) err
 	}
 	return make()
 }
+
+// fsNames are the file systems mount volumes may have.
+const fsNames = "ext4 or xfs"
+
+func supportedFS(t string) bool { return t == "ext4" || t == "xfs" }
 
 // checkCaps refuses capabilities the driver cannot serve: RBD images are
 // single-node, block or mount.

@@ -39,6 +39,12 @@ const (
 	// ParamMapper chooses how nodes map the image: krbd, rbd-nbd or
 	// rbd-fuse (default the node's --mapper).
 	ParamMapper = "mapper"
+	// ParamFsType is the file system of mount volumes, "ext4" (default)
+	// or "xfs", used when the CO's capability names none (a
+	// StorageClass's csi.storage.k8s.io/fstype fills the capability and
+	// wins). xfs volumes are mounted with nouuid: a clone or restore has
+	// its source's file system UUID and may be mounted beside it.
+	ParamFsType = "fsType"
 	// ParamZonePools names a pool per topology zone, "zone=pool,zone=pool":
 	// the volume goes to the pool of the first zone the request's
 	// topology prefers (or allows).

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -112,6 +113,11 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 	} else if ok && old != rec {
 		return nil, status.Errorf(codes.AlreadyExists, "volume %s is staged on this node with another capability or mapper", id)
 	}
+	if mnt := r.GetVolumeCapability().GetMount(); mnt != nil {
+		if t, _ := stageFS(mnt, r.GetVolumeContext()); !supportedFS(t) {
+			return nil, status.Errorf(codes.InvalidArgument, "fs_type %q is not supported: want %s", t, fsNames)
+		}
+	}
 	ro := r.GetVolumeCapability().GetAccessMode().GetMode() == csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY
 	img := d.image(id, rec, creds, ro)
 	_, wasMapped, err := m.Find(ctx, img)
@@ -140,14 +146,34 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 		return &csi.NodeStageVolumeResponse{}, nil
 	}
 	mnt := r.GetVolumeCapability().GetMount()
+	fsType, flags := stageFS(mnt, r.GetVolumeContext())
 	err = d.mounter.Stage(ctx, mount.StageOptions{
-		Device: dev, Target: r.GetStagingTargetPath(), FSType: mnt.GetFsType(),
-		MountFlags: mnt.GetMountFlags(), ReadOnly: ro,
+		Device: dev, Target: r.GetStagingTargetPath(), FSType: fsType,
+		MountFlags: flags, ReadOnly: ro,
 	})
 	if err != nil {
 		return fail(err)
 	}
 	return &csi.NodeStageVolumeResponse{}, nil
+}
+
+// stageFS is the file system a mount volume is staged with (the
+// capability's fs_type, else the volume's ParamFsType, else ext4) and its
+// mount flags: xfs gets nouuid, so a clone or restore (same UUID) mounts
+// beside its source.
+func stageFS(mnt *csi.VolumeCapability_MountVolume, volCtx map[string]string) (string, []string) {
+	t := mnt.GetFsType()
+	if t == "" {
+		t = volCtx[ParamFsType]
+	}
+	if t == "" {
+		t = "ext4"
+	}
+	flags := mnt.GetMountFlags()
+	if t == "xfs" && !slices.Contains(flags, "nouuid") {
+		flags = append(slices.Clone(flags), "nouuid")
+	}
+	return t, flags
 }
 
 // NodeUnstageVolume unmounts the staging path and unmaps the image; it
