@@ -107,7 +107,9 @@ func TestFsTypeParameter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = d.DeleteSnapshot(ctx, &csi.DeleteSnapshotRequest{SnapshotId: snap, Secrets: c.Secrets()}) })
+	t.Cleanup(func() {
+		_, _ = d.DeleteSnapshot(ctx, &csi.DeleteSnapshotRequest{SnapshotId: snap, Secrets: c.Secrets()})
+	})
 	rstaging := stage(restored) // the same UUID as the staged source
 	if got := fsTypeAt(t, rstaging); got != "xfs" {
 		t.Fatalf("the restore is staged as %q", got)
