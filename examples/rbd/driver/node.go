@@ -49,6 +49,10 @@ func (d *Driver) readRecord(id volumeID) (stageRecord, bool, error) {
 	return r, true, nil
 }
 
+// writeRecord makes id's stage record durable before it returns: written
+// to a temporary file, synced, renamed into place, and the directory
+// synced, so a node that loses power after the answer still finds the
+// mapping to undo.
 func (d *Driver) writeRecord(id volumeID, r stageRecord) error {
 	dir := filepath.Dir(d.recordPath(id))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -56,13 +60,55 @@ func (d *Driver) writeRecord(id volumeID, r stageRecord) error {
 	}
 	b, _ := json.Marshal(r)
 	tmp := d.recordPath(id) + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
 		return status.Errorf(codes.Internal, "stage record: %v", err)
 	}
-	if err := os.Rename(tmp, d.recordPath(id)); err != nil {
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, d.recordPath(id))
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
 		return status.Errorf(codes.Internal, "stage record: %v", err)
 	}
 	return nil
+}
+
+// removeRecord removes id's stage record durably (the directory synced):
+// a record that came back after a power cut would send the node looking
+// for a mapping that is gone.
+func (d *Driver) removeRecord(id volumeID) error {
+	if err := os.Remove(d.recordPath(id)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	return syncDir(filepath.Dir(d.recordPath(id)))
+}
+
+// syncDir fsyncs a directory, making the entries made or removed in it
+// durable.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func (d *Driver) image(id volumeID, r stageRecord, creds Credentials, ro bool) Image {
@@ -134,7 +180,7 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 				d.opts.Logger.Warn("could not unmap after a failed stage", "volume", id.String(), "error", uerr)
 				return nil, err
 			}
-			_ = os.Remove(d.recordPath(id))
+			_ = d.removeRecord(id)
 		}
 		return nil, err
 	}
@@ -197,7 +243,7 @@ func (d *Driver) NodeUnstageVolume(ctx context.Context, r *csi.NodeUnstageVolume
 	if err := m.Unmap(ctx, d.image(id, rec, Credentials{}, false)); err != nil {
 		return nil, err
 	}
-	if err := os.Remove(d.recordPath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := d.removeRecord(id); err != nil {
 		return nil, status.Errorf(codes.Internal, "remove stage record: %v", err)
 	}
 	return &csi.NodeUnstageVolumeResponse{}, nil
