@@ -45,6 +45,7 @@ type config struct {
 	metricsAddr, kubeletRegistration, kubeletRegistrationDir                       string
 	cloneDepth                                                                     int
 	timeout                                                                        time.Duration
+	createLease                                                                    time.Duration
 	printCSIDriver, showVersion                                                    bool
 }
 
@@ -69,6 +70,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.driverName, "driver-name", "rbd.csikit.dev", "CSI driver name")
 	fs.IntVar(&c.cloneDepth, "max-clone-depth", 8, "flatten clones whose parent chain is longer (negative: always)")
 	fs.DurationVar(&c.timeout, "ceph-timeout", 30*time.Second, "timeout of each Ceph operation")
+	fs.DurationVar(&c.createLease, "create-lease", driver.DefaultCreateLease, "how long a create's journal reservation stays its own unrenewed (a running create renews it); the sweep of abandoned creates takes over only expired ones")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.metricsAddr, "metrics-address", "", "address for /metrics and /healthz (empty = off)")
 	fs.StringVar(&c.kubeletRegistration, "kubelet-registration-path", "", "register with kubelet directly (no node-driver-registrar): the CSI socket's path on the host, e.g. /var/lib/kubelet/plugins/rbd.csikit.dev/csi.sock")
@@ -108,7 +110,7 @@ func run(args []string) error {
 	d, err := driver.New(driver.Options{
 		Monitors: monitors, DefaultPool: cfg.pool, NodeID: cfg.nodeID, Zone: cfg.zone,
 		StateDir: cfg.stateDir, Mapper: cfg.mapper, MaxCloneDepth: cfg.cloneDepth,
-		OpTimeout: cfg.timeout, Logger: logger,
+		OpTimeout: cfg.timeout, CreateLease: cfg.createLease, Logger: logger,
 	})
 	if err != nil {
 		return err
@@ -165,12 +167,14 @@ func run(args []string) error {
 		runner.WithCheck(metrics.IdentityProbe(srv)))
 	// Releases, hourly, the journal reservations of creates that failed a
 	// day or more ago and were never retried to success, in the pools
-	// served since start, removing any image made under them. (The first,
-	// at start, finds no pool served yet.)
+	// served since start, removing any image made under them, and the
+	// hidden deleted images nothing needs any more. Every replica sweeps;
+	// a reservation is claimed in RADOS first, and only once its lease
+	// expired. (The first, at start, finds no pool served yet.)
 	g.Add("sweep", runner.Every(time.Hour, func(ctx context.Context) error {
 		var errs []error
 		for _, k := range []idempotency.Kind{idempotency.KindVolume, idempotency.KindSnapshot} {
-			_, err := d.SweepAbandoned(ctx, srv.Locks(), k, 24*time.Hour)
+			_, err := d.SweepAbandoned(ctx, k, 24*time.Hour)
 			errs = append(errs, err)
 		}
 		return errors.Join(errs...)

@@ -9,7 +9,11 @@ import (
 )
 
 // TestMain removes the driver binary driverBinary built, if any.
+// As a watch helper (watchHelperEnv) it only watches.
 func TestMain(m *testing.M) {
+	if spec := os.Getenv(watchHelperEnv); spec != "" {
+		os.Exit(watchHelper(spec))
+	}
 	code := m.Run()
 	if binPath != "" {
 		_ = os.RemoveAll(filepath.Dir(binPath))

@@ -85,8 +85,18 @@ func (d *Driver) sizeFor(cr *csi.CapacityRange, minSize int64) (int64, error) {
 	return size, nil
 }
 
-// imageOptions builds librbd options from the StorageClass parameters.
-func imageOptions(params map[string]string) (*rbd.ImageOptions, error) {
+// featureNeeds are the features each optional feature needs (librbd's
+// rules): a combination without them is refused before anything is made.
+var featureNeeds = map[string][]string{
+	rbd.FeatureNameObjectMap:  {rbd.FeatureNameExclusiveLock},
+	rbd.FeatureNameFastDiff:   {rbd.FeatureNameObjectMap},
+	rbd.FeatureNameJournaling: {rbd.FeatureNameExclusiveLock},
+}
+
+// imageFeatures parses ParamImageFeatures (default DefaultImageFeatures):
+// known names only, layering always added, and every feature's
+// dependencies present (InvalidArgument saying which to add).
+func imageFeatures(params map[string]string) ([]string, error) {
 	f := params[ParamImageFeatures]
 	if f == "" {
 		f = DefaultImageFeatures
@@ -97,14 +107,33 @@ func imageOptions(params map[string]string) (*rbd.ImageOptions, error) {
 		switch n {
 		case rbd.FeatureNameLayering, rbd.FeatureNameExclusiveLock, rbd.FeatureNameObjectMap,
 			rbd.FeatureNameFastDiff, rbd.FeatureNameDeepFlatten, rbd.FeatureNameJournaling:
-			names = append(names, n)
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
 		case "":
 		default:
-			return nil, status.Errorf(codes.InvalidArgument, "parameter %q: unknown image feature %q", ParamImageFeatures, n)
+			return nil, status.Errorf(codes.InvalidArgument, "parameter %q: unknown image feature %q; want a comma list of layering, exclusive-lock, object-map, fast-diff, deep-flatten, journaling", ParamImageFeatures, n)
 		}
 	}
 	if !slices.Contains(names, rbd.FeatureNameLayering) {
 		names = append(names, rbd.FeatureNameLayering) // snapshots restore by cloning
+	}
+	for _, n := range names {
+		for _, need := range featureNeeds[n] {
+			if !slices.Contains(names, need) {
+				return nil, status.Errorf(codes.InvalidArgument, "parameter %q = %q: image feature %s needs %s; add it, or remove %s", ParamImageFeatures, f, n, need, n)
+			}
+		}
+	}
+	return names, nil
+}
+
+// imageOptions builds librbd options from the StorageClass parameters,
+// already checked by checkImageParams.
+func imageOptions(params map[string]string) (*rbd.ImageOptions, error) {
+	names, err := imageFeatures(params)
+	if err != nil {
+		return nil, err
 	}
 	o := rbd.NewRbdImageOptions()
 	fs := rbd.FeatureSetFromNames(names)
@@ -119,6 +148,42 @@ func imageOptions(params map[string]string) (*rbd.ImageOptions, error) {
 		}
 	}
 	return o, nil
+}
+
+// checkImageParams refuses, before anything is made, image parameters
+// librbd would refuse: bad feature combinations and a data pool that does
+// not exist (for the request's user).
+func (d *Driver) checkImageParams(ctx context.Context, creds Credentials, params map[string]string) error {
+	if _, err := imageFeatures(params); err != nil {
+		return err
+	}
+	if dp, ok := params[ParamDataPool]; ok {
+		if dp == "" {
+			return status.Errorf(codes.InvalidArgument, "parameter %q is empty: name an existing Ceph pool or remove the parameter", ParamDataPool)
+		}
+		if _, err := d.poolID(ctx, creds, dp); err != nil {
+			if status.Code(err) == codes.InvalidArgument {
+				return status.Errorf(codes.InvalidArgument, "Ceph data pool %q (parameter %q) does not exist: create it (ceph osd pool create; for an erasure-coded pool also allow_ec_overwrites) or fix the StorageClass", dp, ParamDataPool)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+// createError maps a failed image create: librbd answers EINVAL for
+// options it refuses and ENOENT for a data pool it cannot use, which are
+// the StorageClass's to fix (InvalidArgument).
+func createError(err error, what string, params map[string]string) error {
+	switch cephErrno(err) {
+	case 22: // EINVAL
+		return status.Errorf(codes.InvalidArgument, "%s: librbd refused the image options (imageFeatures %q, dataPool %q): %v; fix the StorageClass parameters", what, params[ParamImageFeatures], params[ParamDataPool], err)
+	case 2: // ENOENT
+		if params[ParamDataPool] != "" {
+			return status.Errorf(codes.InvalidArgument, "%s: data pool %q (parameter %q) is missing or unusable: %v", what, params[ParamDataPool], ParamDataPool, err)
+		}
+	}
+	return backendError(err, what)
 }
 
 // CreateVolume makes image csi-vol-<hex> for the reserved ID: blank, a
@@ -146,30 +211,54 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 	if _, ok := d.mappers[r.GetParameters()[ParamMapper]]; !ok && r.GetParameters()[ParamMapper] != "" {
 		return nil, status.Errorf(codes.InvalidArgument, "parameter %q: want krbd, rbd-nbd or rbd-fuse", ParamMapper)
 	}
+	fsType, set := r.GetParameters()[ParamFsType]
+	if set && !supportedFS(fsType) {
+		return nil, status.Errorf(codes.InvalidArgument, "parameter %q = %q: want %s", ParamFsType, fsType, fsNames)
+	}
+	for _, c := range r.GetVolumeCapabilities() {
+		if t := c.GetMount().GetFsType(); t != "" && !supportedFS(t) {
+			return nil, status.Errorf(codes.InvalidArgument, "fs_type %q is not supported: want %s", t, fsNames)
+		}
+	}
 	ctx, cancel := d.opCtx(ctx)
 	defer cancel()
+	if err := d.checkImageParams(ctx, creds, r.GetParameters()); err != nil {
+		return nil, err
+	}
 	io, pool, done, err := d.volumeIO(ctx, creds, id.pool)
 	if err != nil {
 		return nil, err
 	}
 	defer done()
-	d.remember(creds, pool)
 	opts, err := imageOptions(r.GetParameters())
 	if err != nil {
 		return nil, err
 	}
 	defer opts.Destroy()
 
+	// The reservation is this call's while it runs: the sweep of
+	// abandoned creates cannot take it over.
+	stop := d.holdLease(ctx, creds, pool, idempotency.KindVolume, r.GetName(), rid)
 	src := r.GetVolumeContentSource()
 	var size int64
 	if src == nil {
-		size, err = d.createBlank(io, id, r.GetCapacityRange(), opts)
+		size, err = d.createBlank(io, id, r.GetCapacityRange(), opts, r.GetParameters())
 	} else {
 		size, err = d.createClone(ctx, creds, io, id, src, r, opts)
+	}
+	if err := stop(err == nil); err != nil {
+		if status.Code(err) == codes.Aborted {
+			// Taken over (this create stalled past its lease): what it
+			// made is the sweep's to remove, and it may have removed it
+			// already; remove it too rather than answer it.
+			_ = rbd.RemoveImage(io, id.image())
+		}
+		return nil, err
 	}
 	if err != nil {
 		return nil, err
 	}
+	d.remember(creds, pool)
 	if lim := r.GetCapacityRange().GetLimitBytes(); lim > 0 && size > lim {
 		return nil, status.Errorf(codes.AlreadyExists, "volume %s exists with %d bytes, more than the limit of %d", id, size, lim)
 	}
@@ -183,6 +272,9 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 	if m := r.GetParameters()[ParamMapper]; m != "" {
 		vol.VolumeContext[ParamMapper] = m
 	}
+	if fsType != "" {
+		vol.VolumeContext[ParamFsType] = fsType
+	}
 	if zone != "" {
 		vol.AccessibleTopology = []*csi.Topology{{Segments: map[string]string{TopologyKey: zone}}}
 	}
@@ -194,7 +286,7 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 // exists (an open costs librbd a dozen RADOS ops and a copy of its whole
 // configuration); a retry, or a second replica racing on the same
 // reservation, finds the name taken and answers the image made.
-func (d *Driver) createBlank(io *rados.IOContext, id volumeID, cr *csi.CapacityRange, opts *rbd.ImageOptions) (int64, error) {
+func (d *Driver) createBlank(io *rados.IOContext, id volumeID, cr *csi.CapacityRange, opts *rbd.ImageOptions, params map[string]string) (int64, error) {
 	size, err := d.sizeFor(cr, 0)
 	if err != nil {
 		return 0, err
@@ -205,7 +297,7 @@ func (d *Driver) createBlank(io *rados.IOContext, id volumeID, cr *csi.CapacityR
 		return size, nil
 	}
 	if !errors.Is(err, rbd.ErrExist) {
-		return 0, backendError(err, "create image "+id.image())
+		return 0, createError(err, "create image "+id.image(), params)
 	}
 	if cur, ok, err := imageSize(io, id.image()); err != nil || ok {
 		return cur, err
@@ -215,7 +307,7 @@ func (d *Driver) createBlank(io *rados.IOContext, id volumeID, cr *csi.CapacityR
 		err = d.settle(io, id.image(), create)
 	}
 	if err != nil {
-		return 0, backendError(err, "create image "+id.image())
+		return 0, createError(err, "create image "+id.image(), params)
 	}
 	return size, nil
 }
@@ -282,6 +374,11 @@ func (d *Driver) settle(io *rados.IOContext, name string, make func() error) err
 	}
 	return make()
 }
+
+// fsNames are the file systems mount volumes may have.
+const fsNames = "ext4 or xfs"
+
+func supportedFS(t string) bool { return t == "ext4" || t == "xfs" }
 
 // checkCaps refuses capabilities the driver cannot serve: RBD images are
 // single-node, block or mount.
@@ -600,7 +697,17 @@ func (d *Driver) DeleteVolume(ctx context.Context, r *csi.DeleteVolumeRequest) (
 		switch cephErrno(err) {
 		case 39, 16: // ENOTEMPTY: has snapshots; EBUSY: has clones, or watchers
 			if mapped(io, id.image()) {
-				return nil, status.Errorf(codes.FailedPrecondition, "volume %s is in use (mapped on a node): unstage it first", id)
+				return nil, status.Errorf(codes.FailedPrecondition, "volume %s is in use: a client has it open (mapped on a node: unstage it first; or a controller killed less than 30 s ago, whose watch expires by itself)", id)
+			}
+			// Hide it only for what really needs it: snapshots or clones.
+			// Anything else (a watch expiring between the remove and the
+			// look at watchers) is passing: the retry removes it.
+			has, herr := hasDependents(io, id.image())
+			if herr != nil {
+				return nil, herr
+			}
+			if !has {
+				return nil, status.Errorf(codes.Unavailable, "volume %s could not be removed yet (%v), and it has no snapshots or clones; a client probably released it just now: retry", id, err)
 			}
 			if err := rbd.GetImage(io, id.image()).Rename(id.deleted()); err != nil && !errors.Is(err, rbd.ErrNotFound) {
 				return nil, backendError(err, "hide deleted image")
@@ -626,6 +733,31 @@ func mapped(io *rados.IOContext, name string) bool {
 	defer img.Close()
 	ws, err := img.ListWatchers()
 	return err == nil && len(ws) > 0 // a read-only open does not watch
+}
+
+// hasDependents reports whether image name has snapshots (librbd lists
+// those of every namespace: user, trash) or clones.
+func hasDependents(io *rados.IOContext, name string) (bool, error) {
+	img, err := rbd.OpenImageReadOnly(io, name, rbd.NoSnapshot)
+	if errors.Is(err, rbd.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, backendError(err, "open image "+name)
+	}
+	defer img.Close()
+	snaps, err := img.GetSnapshotNames()
+	if err != nil {
+		return false, backendError(err, "list snapshots of "+name)
+	}
+	if len(snaps) > 0 {
+		return true, nil
+	}
+	_, children, err := img.ListChildren()
+	if err != nil {
+		return false, backendError(err, "list clones of "+name)
+	}
+	return len(children) > 0, nil
 }
 
 // reap removes a hidden deleted image once nothing needs it, and then its

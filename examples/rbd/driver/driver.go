@@ -39,6 +39,12 @@ const (
 	// ParamMapper chooses how nodes map the image: krbd, rbd-nbd or
 	// rbd-fuse (default the node's --mapper).
 	ParamMapper = "mapper"
+	// ParamFsType is the file system of mount volumes, "ext4" (default)
+	// or "xfs", used when the CO's capability names none (a
+	// StorageClass's csi.storage.k8s.io/fstype fills the capability and
+	// wins). xfs volumes are mounted with nouuid: a clone or restore has
+	// its source's file system UUID and may be mounted beside it.
+	ParamFsType = "fsType"
 	// ParamZonePools names a pool per topology zone, "zone=pool,zone=pool":
 	// the volume goes to the pool of the first zone the request's
 	// topology prefers (or allows).
@@ -82,6 +88,11 @@ type Options struct {
 	// ControllerExpandVolume accept (default 64 TiB): without an object
 	// map, removing an image visits every object it could have.
 	MaxVolumeSize int64
+	// CreateLease is how long a create's journal reservation stays its
+	// own without renewal (default DefaultCreateLease); a running create
+	// renews it every third of that. The sweep of abandoned creates only
+	// takes over reservations whose lease expired.
+	CreateLease time.Duration
 	// OpTimeout bounds every Ceph operation (default 30s).
 	OpTimeout time.Duration
 	// Runner runs the node's external tools (default mount.ExecRunner()).
@@ -126,6 +137,9 @@ func New(o Options) (*Driver, error) {
 	}
 	if o.MaxVolumeSize <= 0 {
 		o.MaxVolumeSize = 64 << 40
+	}
+	if o.CreateLease <= 0 {
+		o.CreateLease = DefaultCreateLease
 	}
 	if o.OpTimeout <= 0 {
 		o.OpTimeout = 30 * time.Second

@@ -38,16 +38,91 @@ const JournalNamespace = "csikit-journal"
 // is created first: a crash between the two leaves only an ID object
 // pointing at a name whose record does not point back, which every read
 // ignores.
+//
+// Every uncommitted reservation carries a lease (omap "lease", unix ns of
+// its expiry, and "holder", "create" or "sweep"): Reserve takes it for the
+// create it serves, the create renews it while it runs (Hold), and the
+// sweep of abandoned creates (Sweep) may only take over a reservation whose
+// lease expired, with a write conditioned on the object's version being the
+// one it read, so a retry served meanwhile by another replica (which renews
+// or commits, changing the version) makes the sweep's claim fail. A claimed
+// reservation's data becomes "sweep:<ID>", so the guarded writes of the
+// create it was taken from (renew, commit) fail from then on.
 type OmapJournal struct {
 	open func(ctx context.Context) (*rados.IOContext, func(), error)
+	// private opens an I/O context of the caller's own, for reads whose
+	// object version (rados_get_last_version) must not be another
+	// goroutine's.
+	private func(ctx context.Context) (*rados.IOContext, func(), error)
+	lease   time.Duration
+	creds   Credentials
+	pool    string
 }
 
+// DefaultCreateLease is how long a reservation stays leased to the create
+// that made or retried it without being renewed (Options.CreateLease).
+const DefaultCreateLease = 10 * time.Minute
+
 // NewOmapJournal returns the journal in pool, reached through conns with
-// creds.
+// creds, with leases of DefaultCreateLease.
 func NewOmapJournal(conns *ConnPool, creds Credentials, pool string) *OmapJournal {
-	return &OmapJournal{open: func(ctx context.Context) (*rados.IOContext, func(), error) {
-		return conns.IOContext(ctx, creds, pool, JournalNamespace)
-	}}
+	return &OmapJournal{
+		open: func(ctx context.Context) (*rados.IOContext, func(), error) {
+			return conns.IOContext(ctx, creds, pool, JournalNamespace)
+		},
+		private: func(ctx context.Context) (*rados.IOContext, func(), error) {
+			conn, done, err := conns.Conn(ctx, creds)
+			if err != nil {
+				return nil, nil, err
+			}
+			io, err := conn.OpenIOContext(pool)
+			if err != nil {
+				done()
+				return nil, nil, backendError(err, "open pool "+pool)
+			}
+			io.SetNamespace(JournalNamespace)
+			return io, func() { io.Destroy(); done() }, nil
+		},
+		lease: DefaultCreateLease, creds: creds, pool: pool,
+	}
+}
+
+// WithLease returns a copy of j whose creates take leases of d (d <= 0:
+// DefaultCreateLease).
+func (j *OmapJournal) WithLease(d time.Duration) *OmapJournal {
+	if d <= 0 {
+		d = DefaultCreateLease
+	}
+	c := *j
+	c.lease = d
+	return &c
+}
+
+// Lease holders.
+const (
+	holderCreate = "create"
+	holderSweep  = "sweep"
+)
+
+// sweepData is the name object's data once the sweep claimed it.
+func sweepData(id string) []byte { return []byte("sweep:" + id + "\n") }
+
+func (j *OmapJournal) leaseVals(holder string) map[string][]byte {
+	return map[string][]byte{"lease": []byte(itoa(time.Now().Add(j.lease).UnixNano())), "holder": []byte(holder)}
+}
+
+// leaseExpiry is when m's lease ends; a record older than leases ends one
+// lease after it was reserved.
+func (j *OmapJournal) leaseExpiry(m map[string][]byte) time.Time {
+	if ns, err := strconv.ParseInt(string(m["lease"]), 10, 64); err == nil {
+		return time.Unix(0, ns)
+	}
+	ns, _ := strconv.ParseInt(string(m["reserved"]), 10, 64)
+	return time.Unix(0, ns).Add(j.lease)
+}
+
+func errSwept(k idempotency.Kind, name string) error {
+	return status.Errorf(codes.Aborted, "journal: the reservation of %s name %q was abandoned long ago and is being removed by the sweep of abandoned creates; retry, and the create starts afresh", k, name)
 }
 
 var (
@@ -136,9 +211,14 @@ func idData(id string) []byte { return []byte(id + "\n") }
 // record that must still bind id; it reports false if the record is gone or
 // binds another ID.
 func guarded(io *rados.IOContext, nobj, id string, add func(*rados.WriteOp)) (bool, error) {
+	return guardedData(io, nobj, idData(id), add)
+}
+
+// guardedData is guarded with the data the object must hold.
+func guardedData(io *rados.IOContext, nobj string, data []byte, add func(*rados.WriteOp)) (bool, error) {
 	op := rados.CreateWriteOp()
 	defer op.Release()
-	op.CmpExt(idData(id), 0)
+	op.CmpExt(data, 0)
 	add(op)
 	err := op.Operate(io, nobj, rados.OperationNoFlag)
 	switch {
@@ -203,14 +283,16 @@ func (j *OmapJournal) Reserve(ctx context.Context, r idempotency.Reservation) (i
 	op := rados.CreateWriteOp()
 	op.Create(rados.CreateExclusive)
 	op.WriteFull(idData(r.ID)) // for the one-op guarded commit and release
-	op.SetOmap(map[string][]byte{
-		"name": []byte(r.Name), "id": []byte(r.ID), "fp": r.Fingerprint,
-		"reserved": []byte(itoa(now.UnixNano())),
-	})
+	vals := j.leaseVals(holderCreate)
+	vals["name"], vals["id"], vals["fp"] = []byte(r.Name), []byte(r.ID), r.Fingerprint
+	vals["reserved"] = []byte(itoa(now.UnixNano()))
+	op.SetOmap(vals)
 	err = op.Operate(io, nobj, rados.OperationNoFlag)
 	op.Release()
 	if err == nil {
-		return idempotency.Record{Kind: r.Kind, Name: r.Name, ID: r.ID, Fingerprint: slices.Clone(r.Fingerprint), Reserved: time.Unix(0, now.UnixNano())}, nil
+		// Fresh: this call made it, so the idempotency layer drops it if
+		// the driver refuses the request (InvalidArgument, OutOfRange...).
+		return idempotency.Record{Kind: r.Kind, Name: r.Name, ID: r.ID, Fingerprint: slices.Clone(r.Fingerprint), Reserved: time.Unix(0, now.UnixNano()), Fresh: true}, nil
 	}
 	// Our fresh ID object is now unused whatever happened.
 	_ = io.Delete(iobj)
@@ -225,7 +307,56 @@ func (j *OmapJournal) Reserve(ctx context.Context, r idempotency.Reservation) (i
 	if !ok {
 		return idempotency.Record{}, status.Errorf(codes.Aborted, "journal: %s name %q was reserved and released concurrently; retry", r.Kind, r.Name)
 	}
-	return j.existing(r, m)
+	rec, err := j.existing(r, m)
+	if err != nil || rec.Committed {
+		return rec, err
+	}
+	// A retry of an uncommitted create: it serves the create now, so it
+	// takes the lease (unless the sweep took the reservation over).
+	if err := j.renew(io, r.Kind, rec.Name, rec.ID); err != nil {
+		return idempotency.Record{}, err
+	}
+	return rec, nil
+}
+
+// renew extends the lease of the uncommitted reservation of name, which
+// must still bind id: Aborted if the sweep claimed it, FailedPrecondition if
+// it is gone or binds another ID.
+func (j *OmapJournal) renew(io *rados.IOContext, k idempotency.Kind, name, id string) error {
+	nobj := nameObject(k, name)
+	ok, err := guarded(io, nobj, id, func(op *rados.WriteOp) { op.SetOmap(j.leaseVals(holderCreate)) })
+	if err != nil {
+		return journalErr(err, "renew lease")
+	}
+	if ok {
+		return nil
+	}
+	m, found, err := readOmap(io, nobj)
+	switch {
+	case err != nil:
+		return journalErr(err, "read reservation")
+	case found && string(m["id"]) == id && string(m["holder"]) == holderSweep:
+		return errSwept(k, name)
+	case found && string(m["id"]) == id && string(m["committed"]) == "1":
+		return nil // committed meanwhile: nothing to hold
+	}
+	return status.Errorf(codes.Aborted, "journal: the reservation of %s name %q for ID %q was released meanwhile; retry", k, name, id)
+}
+
+// Hold renews the lease of the create of name under id: a create that
+// runs for longer than the lease calls it (Driver does, every third of
+// the lease) so the sweep never takes it over. An error means the lease
+// is lost (Aborted): whatever the create made must be undone.
+func (j *OmapJournal) Hold(ctx context.Context, kind idempotency.Kind, name, id string) error {
+	if err := checkKind(ctx, kind, name); err != nil {
+		return err
+	}
+	io, done, err := j.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	return j.renew(io, kind, name, id)
 }
 
 func (j *OmapJournal) existing(r idempotency.Reservation, m map[string][]byte) (idempotency.Record, error) {
@@ -267,7 +398,14 @@ func (j *OmapJournal) Commit(ctx context.Context, kind idempotency.Kind, name, i
 		return status.Errorf(codes.FailedPrecondition, "journal: %s name %q has no reservation to commit", kind, name)
 	}
 	old := string(m["id"])
-	if id != old {
+	if id == old {
+		// The guard failed on the ID it holds: the sweep claimed it.
+		if string(m["committed"]) == "1" {
+			return nil
+		}
+		return errSwept(kind, name)
+	}
+	{
 		if err := createWithOmap(io, idObject(kind, id), map[string][]byte{"name": []byte(name)}); err != nil {
 			if !errors.Is(err, rados.ErrObjectExists) {
 				return journalErr(err, "bind ID")
@@ -277,20 +415,18 @@ func (j *OmapJournal) Commit(ctx context.Context, kind idempotency.Kind, name, i
 			}
 		}
 	}
-	op := rados.CreateWriteOp()
-	defer op.Release()
-	op.AssertExists() // a concurrent Release wins: nothing to commit then
-	op.WriteFull(idData(id))
-	op.SetOmap(map[string][]byte{"committed": []byte("1"), "response": response, "id": []byte(id)})
-	if err := op.Operate(io, nobj, rados.OperationNoFlag); err != nil {
-		if errors.Is(err, rados.ErrNotFound) {
-			return status.Errorf(codes.FailedPrecondition, "journal: %s name %q has no reservation to commit", kind, name)
-		}
+	// Rebind, guarded on the old ID: a concurrent Release or sweep wins.
+	ok, err = guarded(io, nobj, old, func(op *rados.WriteOp) {
+		op.WriteFull(idData(id))
+		op.SetOmap(map[string][]byte{"committed": []byte("1"), "response": response, "id": []byte(id)})
+	})
+	if err != nil {
 		return journalErr(err, "commit")
 	}
-	if id != old {
-		_ = io.Delete(idObject(kind, old))
+	if !ok {
+		return status.Errorf(codes.Aborted, "journal: the reservation of %s name %q changed while committing %q; retry", kind, name, id)
 	}
+	_ = io.Delete(idObject(kind, old))
 	return nil
 }
 
@@ -415,4 +551,92 @@ func (j *OmapJournal) Uncommitted(ctx context.Context, kind idempotency.Kind, re
 	}
 	slices.SortFunc(out, func(a, b idempotency.Record) int { return a.Reserved.Compare(b.Reserved) })
 	return out, nil
+}
+
+// sweepPause, when set (tests), runs after the sweep read a reservation it
+// found abandoned and before it claims it.
+var sweepPause func(name string)
+
+// Sweep removes the abandoned creates of kind: reservations never
+// committed, made more than olderThan ago, whose lease expired. Each is
+// first claimed with one write conditioned on the object's version being
+// the one just read (so a retry another replica served meanwhile, which
+// renewed the lease or committed, wins), then clean removes what the
+// create may have made, then the claimed reservation is released. It
+// returns how many were released, and the errors of the others. Unlike
+// idempotency.Sweep, it needs no lock table: the claim works across
+// replicas.
+func (j *OmapJournal) Sweep(ctx context.Context, kind idempotency.Kind, olderThan time.Duration, clean func(context.Context, idempotency.Record) error) (int, error) {
+	recs, err := j.Uncommitted(ctx, kind, time.Now().Add(-olderThan))
+	if err != nil {
+		return 0, err
+	}
+	io, done, err := j.private(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	n := 0
+	var errs []error
+	for _, r := range recs {
+		claimed, err := j.claim(io, kind, r.Name, r.ID)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !claimed {
+			continue
+		}
+		if err := clean(ctx, r); err != nil {
+			errs = append(errs, fmt.Errorf("clean %s %q (name %q): %w", kind, r.ID, r.Name, err))
+			continue // the claim expires; the next sweep tries again
+		}
+		if _, err := guardedData(io, nameObject(kind, r.Name), sweepData(r.ID), func(op *rados.WriteOp) { op.Remove() }); err != nil {
+			errs = append(errs, journalErr(err, "release swept name"))
+			continue
+		}
+		if err := io.Delete(idObject(kind, r.ID)); err != nil && !errors.Is(err, rados.ErrNotFound) {
+			errs = append(errs, journalErr(err, "release swept ID"))
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}
+
+// claim takes the reservation of name over for the sweep if it still binds
+// id, is uncommitted and its lease expired, and nobody wrote it between the
+// read and the claim. io must be the caller's own (see private).
+func (j *OmapJournal) claim(io *rados.IOContext, kind idempotency.Kind, name, id string) (bool, error) {
+	nobj := nameObject(kind, name)
+	m, ok, err := readOmap(io, nobj)
+	if err != nil {
+		return false, journalErr(err, "read reservation")
+	}
+	if !ok {
+		return false, nil
+	}
+	ver, err := io.GetLastVersion()
+	if err != nil {
+		return false, journalErr(err, "version of reservation")
+	}
+	if string(m["id"]) != id || string(m["committed"]) == "1" || time.Now().Before(j.leaseExpiry(m)) {
+		return false, nil
+	}
+	if sweepPause != nil {
+		sweepPause(name)
+	}
+	op := rados.CreateWriteOp()
+	defer op.Release()
+	op.AssertVersion(ver)
+	op.WriteFull(sweepData(id))
+	op.SetOmap(j.leaseVals(holderSweep))
+	err = op.Operate(io, nobj, rados.OperationNoFlag)
+	switch n := cephErrno(err); {
+	case err == nil:
+		return true, nil
+	case n == 34 || n == 75 || errors.Is(err, rados.ErrNotFound): // ERANGE, EOVERFLOW: written meanwhile
+		return false, nil
+	}
+	return false, journalErr(err, "claim reservation")
 }

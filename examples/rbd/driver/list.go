@@ -33,6 +33,19 @@ func (d *Driver) listPools(_ context.Context, secrets map[string]string) ([]seen
 	return pools, nil
 }
 
+// skipPool reports whether a listing leaves pool out after err: a pool
+// whose credentials may not (or no longer) list it is logged and skipped,
+// so one pool cannot make every listing fail; a pool deleted since is
+// skipped too.
+func (d *Driver) skipPool(err error, pool string) bool {
+	switch status.Code(err) {
+	case codes.PermissionDenied, codes.NotFound:
+		d.opts.Logger.Warn("listing skips a pool", "pool", pool, "error", err)
+		return true
+	}
+	return false
+}
+
 func sortBy[T any](s []T, key func(T) string) {
 	slices.SortFunc(s, func(a, b T) int { return strings.Compare(key(a), key(b)) })
 }
@@ -73,6 +86,9 @@ func (d *Driver) ListVolumes(ctx context.Context, r *csi.ListVolumesRequest) (*c
 	var all []entry
 	for _, p := range pools {
 		io, done, err := d.conns.IOContext(ctx, p.creds, p.pool, "")
+		if d.skipPool(err, p.pool) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -80,7 +96,11 @@ func (d *Driver) ListVolumes(ctx context.Context, r *csi.ListVolumesRequest) (*c
 		poolID := io.GetPoolID()
 		done()
 		if err != nil {
-			return nil, backendError(err, "list images")
+			err = backendError(err, "list images of pool "+p.pool)
+			if d.skipPool(err, p.pool) {
+				continue
+			}
+			return nil, err
 		}
 		for _, n := range names {
 			if local, ok := strings.CutPrefix(n, imagePrefix); ok {

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -48,6 +49,10 @@ func (d *Driver) readRecord(id volumeID) (stageRecord, bool, error) {
 	return r, true, nil
 }
 
+// writeRecord makes id's stage record durable before it returns: written
+// to a temporary file, synced, renamed into place, and the directory
+// synced, so a node that loses power after the answer still finds the
+// mapping to undo.
 func (d *Driver) writeRecord(id volumeID, r stageRecord) error {
 	dir := filepath.Dir(d.recordPath(id))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -55,13 +60,55 @@ func (d *Driver) writeRecord(id volumeID, r stageRecord) error {
 	}
 	b, _ := json.Marshal(r)
 	tmp := d.recordPath(id) + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
 		return status.Errorf(codes.Internal, "stage record: %v", err)
 	}
-	if err := os.Rename(tmp, d.recordPath(id)); err != nil {
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, d.recordPath(id))
+	}
+	if err == nil {
+		err = syncDir(dir)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
 		return status.Errorf(codes.Internal, "stage record: %v", err)
 	}
 	return nil
+}
+
+// removeRecord removes id's stage record durably (the directory synced):
+// a record that came back after a power cut would send the node looking
+// for a mapping that is gone.
+func (d *Driver) removeRecord(id volumeID) error {
+	if err := os.Remove(d.recordPath(id)); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	return syncDir(filepath.Dir(d.recordPath(id)))
+}
+
+// syncDir fsyncs a directory, making the entries made or removed in it
+// durable.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func (d *Driver) image(id volumeID, r stageRecord, creds Credentials, ro bool) Image {
@@ -112,6 +159,11 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 	} else if ok && old != rec {
 		return nil, status.Errorf(codes.AlreadyExists, "volume %s is staged on this node with another capability or mapper", id)
 	}
+	if mnt := r.GetVolumeCapability().GetMount(); mnt != nil {
+		if t, _ := stageFS(mnt, r.GetVolumeContext()); !supportedFS(t) {
+			return nil, status.Errorf(codes.InvalidArgument, "fs_type %q is not supported: want %s", t, fsNames)
+		}
+	}
 	ro := r.GetVolumeCapability().GetAccessMode().GetMode() == csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY
 	img := d.image(id, rec, creds, ro)
 	_, wasMapped, err := m.Find(ctx, img)
@@ -128,7 +180,7 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 				d.opts.Logger.Warn("could not unmap after a failed stage", "volume", id.String(), "error", uerr)
 				return nil, err
 			}
-			_ = os.Remove(d.recordPath(id))
+			_ = d.removeRecord(id)
 		}
 		return nil, err
 	}
@@ -140,14 +192,34 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 		return &csi.NodeStageVolumeResponse{}, nil
 	}
 	mnt := r.GetVolumeCapability().GetMount()
+	fsType, flags := stageFS(mnt, r.GetVolumeContext())
 	err = d.mounter.Stage(ctx, mount.StageOptions{
-		Device: dev, Target: r.GetStagingTargetPath(), FSType: mnt.GetFsType(),
-		MountFlags: mnt.GetMountFlags(), ReadOnly: ro,
+		Device: dev, Target: r.GetStagingTargetPath(), FSType: fsType,
+		MountFlags: flags, ReadOnly: ro,
 	})
 	if err != nil {
 		return fail(err)
 	}
 	return &csi.NodeStageVolumeResponse{}, nil
+}
+
+// stageFS is the file system a mount volume is staged with (the
+// capability's fs_type, else the volume's ParamFsType, else ext4) and its
+// mount flags: xfs gets nouuid, so a clone or restore (same UUID) mounts
+// beside its source.
+func stageFS(mnt *csi.VolumeCapability_MountVolume, volCtx map[string]string) (string, []string) {
+	t := mnt.GetFsType()
+	if t == "" {
+		t = volCtx[ParamFsType]
+	}
+	if t == "" {
+		t = "ext4"
+	}
+	flags := mnt.GetMountFlags()
+	if t == "xfs" && !slices.Contains(flags, "nouuid") {
+		flags = append(slices.Clone(flags), "nouuid")
+	}
+	return t, flags
 }
 
 // NodeUnstageVolume unmounts the staging path and unmaps the image; it
@@ -171,7 +243,7 @@ func (d *Driver) NodeUnstageVolume(ctx context.Context, r *csi.NodeUnstageVolume
 	if err := m.Unmap(ctx, d.image(id, rec, Credentials{}, false)); err != nil {
 		return nil, err
 	}
-	if err := os.Remove(d.recordPath(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := d.removeRecord(id); err != nil {
 		return nil, status.Errorf(codes.Internal, "remove stage record: %v", err)
 	}
 	return &csi.NodeUnstageVolumeResponse{}, nil

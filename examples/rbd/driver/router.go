@@ -53,7 +53,7 @@ func (j requestJournal) byPoolID(ctx context.Context, pool int64) (*OmapJournal,
 	if err != nil {
 		return nil, err
 	}
-	return NewOmapJournal(j.d.conns, creds, name), nil
+	return j.d.journal(creds, name), nil
 }
 
 // byID returns the journal of an ID's pool, or nil for an ID not ours.
@@ -102,8 +102,7 @@ func (j requestJournal) forName(ctx context.Context, kind idempotency.Kind) (*Om
 		if err != nil {
 			return nil, "", err
 		}
-		j.d.remember(creds, pool)
-		return NewOmapJournal(j.d.conns, creds, pool), itoa(id) + "-" + kindChar(wantsBlock(r.GetVolumeCapabilities()), r.GetVolumeContentSource() != nil), nil
+		return j.d.journal(creds, pool), itoa(id) + "-" + kindChar(wantsBlock(r.GetVolumeCapabilities()), r.GetVolumeContentSource() != nil), nil
 	case *csi.CreateSnapshotRequest:
 		if kind != idempotency.KindSnapshot {
 			break
@@ -132,7 +131,14 @@ func (j requestJournal) Reserve(ctx context.Context, r idempotency.Reservation) 
 		return idempotency.Record{}, status.Errorf(codes.Internal, "journal: NewID gave %q, want 32 hex digits", r.ID)
 	}
 	r.ID = prefix + r.ID
-	return jr.Reserve(ctx, r)
+	rec, err := jr.Reserve(ctx, r)
+	if err == nil {
+		// Only now is the pool known to be this user's to write: the
+		// calls without secrets (ListVolumes, GetCapacity, the sweep)
+		// may use it with these credentials.
+		j.d.remember(jr.creds, jr.pool)
+	}
+	return rec, err
 }
 
 // Commit implements idempotency.Journal.

@@ -38,7 +38,6 @@ func (d *Driver) CreateSnapshot(ctx context.Context, r *csi.CreateSnapshotReques
 		return nil, err
 	}
 	defer done()
-	d.remember(creds, pool)
 	img, err := rbd.OpenImage(io, sid.vol.image(), rbd.NoSnapshot)
 	if errors.Is(err, rbd.ErrNotFound) {
 		return nil, status.Errorf(codes.NotFound, "source volume %q does not exist", r.GetSourceVolumeId())
@@ -47,6 +46,25 @@ func (d *Driver) CreateSnapshot(ctx context.Context, r *csi.CreateSnapshotReques
 		return nil, backendError(err, "open source volume")
 	}
 	defer img.Close()
+	stop := d.holdLease(ctx, creds, pool, idempotency.KindSnapshot, r.GetName(), rid)
+	snap, err := takeSnapshot(img, sid)
+	if err := stop(err == nil); err != nil {
+		if status.Code(err) == codes.Aborted {
+			// Taken over by the sweep (this create stalled past its
+			// lease): remove the snapshot rather than answer it.
+			_ = img.GetSnapshot(sid.snap()).Remove()
+		}
+		return nil, err
+	}
+	if err != nil {
+		return nil, err
+	}
+	d.remember(creds, pool)
+	return &csi.CreateSnapshotResponse{Snapshot: snap}, nil
+}
+
+// takeSnapshot makes snapshot sid of img unless it exists, and describes it.
+func takeSnapshot(img *rbd.Image, sid snapshotID) (*csi.Snapshot, error) {
 	if _, err := img.GetSnapID(sid.snap()); cephErrno(err) == 2 {
 		if _, err := img.CreateSnapshot(sid.snap()); err != nil && !errors.Is(err, rbd.ErrExist) {
 			return nil, backendError(err, "create snapshot")
@@ -54,11 +72,7 @@ func (d *Driver) CreateSnapshot(ctx context.Context, r *csi.CreateSnapshotReques
 	} else if err != nil {
 		return nil, backendError(err, "look up snapshot")
 	}
-	snap, err := snapshotOf(img, sid)
-	if err != nil {
-		return nil, err
-	}
-	return &csi.CreateSnapshotResponse{Snapshot: snap}, nil
+	return snapshotOf(img, sid)
 }
 
 // snapshotOf describes snapshot sid of img.
@@ -130,31 +144,60 @@ func (d *Driver) ListSnapshots(ctx context.Context, r *csi.ListSnapshotsRequest)
 			return nil, status.Errorf(codes.Aborted, "starting_token %q was not returned by ListSnapshots", tok)
 		}
 	}
-	pools, err := d.listPools(ctx, r.GetSecrets())
-	if err != nil {
-		return nil, err
-	}
 	ctx, cancel := d.opCtx(ctx)
 	defer cancel()
 	var all []*csi.Snapshot
 	wantSnap, wantVol := r.GetSnapshotId(), r.GetSourceVolumeId()
 	var onlyImage string
+	onlyPool := int64(-1)
 	if wantSnap != "" {
 		s, ok := parseSnapshotID(wantSnap)
 		if !ok {
 			return &csi.ListSnapshotsResponse{}, nil
 		}
-		onlyImage = s.vol.hex
+		onlyImage, onlyPool = s.vol.hex, s.vol.pool
 	}
 	if wantVol != "" {
 		v, ok := parseVolumeID(wantVol)
-		if !ok || (onlyImage != "" && onlyImage != v.hex) {
+		if !ok || (onlyImage != "" && (onlyImage != v.hex || onlyPool != v.pool)) {
 			return &csi.ListSnapshotsResponse{}, nil
 		}
-		onlyImage = v.hex
+		onlyImage, onlyPool = v.hex, v.pool
+	}
+	pools, err := d.listPools(ctx, r.GetSecrets())
+	if err != nil {
+		return nil, err
+	}
+	if onlyPool >= 0 {
+		// The ID names its pool: list that one, served before or not
+		// (after a restart nothing is), with the request's credentials
+		// or else those of any pool served.
+		var creds Credentials
+		switch {
+		case len(r.GetSecrets()) > 0:
+			creds, err = CredentialsFromSecrets(r.GetSecrets())
+			if err != nil {
+				return nil, err
+			}
+		case len(pools) > 0:
+			creds = pools[0].creds
+		default:
+			return &csi.ListSnapshotsResponse{}, nil // no credentials to look with
+		}
+		name, err := d.poolName(ctx, creds, onlyPool)
+		if status.Code(err) == codes.NotFound {
+			return &csi.ListSnapshotsResponse{}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		pools = []seenPool{{creds: creds, pool: name}}
 	}
 	for _, p := range pools {
 		io, done, err := d.conns.IOContext(ctx, p.creds, p.pool, "")
+		if d.skipPool(err, p.pool) && onlyPool < 0 {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -162,7 +205,11 @@ func (d *Driver) ListSnapshots(ctx context.Context, r *csi.ListSnapshotsRequest)
 		names, err := rbd.GetImageNames(io)
 		if err != nil {
 			done()
-			return nil, backendError(err, "list images")
+			err = backendError(err, "list images of pool "+p.pool)
+			if onlyPool < 0 && d.skipPool(err, p.pool) {
+				continue
+			}
+			return nil, err
 		}
 		for _, n := range names {
 			local, ok := strings.CutPrefix(n, imagePrefix)

@@ -3,30 +3,85 @@ package driver
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/ceph/go-ceph/rbd"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/idempotency"
 )
 
-// SweepAbandoned runs idempotency.Sweep on the journal of every pool
-// served since start (with the credentials it was served with): it removes
+// SweepAbandoned sweeps the journal of every pool served since start
+// (with the credentials it was served with; OmapJournal.Sweep): it removes
 // the image or snapshot left by a create that failed more than olderThan
-// ago and was never retried, and releases its reservation. locks is the
-// server's lock table (csikit.Server.Locks).
-func (d *Driver) SweepAbandoned(ctx context.Context, locks *idempotency.LockTable, kind idempotency.Kind, olderThan time.Duration) (int, error) {
+// ago, was never retried and whose lease (Options.CreateLease) expired,
+// and releases its reservation. Every replica may sweep at once: each
+// reservation is claimed in RADOS first, so a sweep never overtakes a
+// retry another replica serves, nor a create still running.
+func (d *Driver) SweepAbandoned(ctx context.Context, kind idempotency.Kind, olderThan time.Duration) (int, error) {
 	var total int
 	var errs []error
 	for _, p := range d.seenPools() {
-		n, err := idempotency.Sweep(ctx, idempotency.SweepOptions{
-			Journal: NewOmapJournal(d.conns, p.creds, p.pool), Locks: locks, Kind: kind, OlderThan: olderThan,
-			Clean: func(ctx context.Context, rec idempotency.Record) error { return d.clean(ctx, p, kind, rec.ID) },
-		})
+		n, err := d.journal(p.creds, p.pool).Sweep(ctx, kind, olderThan,
+			func(ctx context.Context, rec idempotency.Record) error { return d.clean(ctx, p, kind, rec.ID) })
 		total += n
 		errs = append(errs, err)
+		if kind == idempotency.KindVolume {
+			d.reapHidden(ctx, p)
+		}
 	}
 	return total, errors.Join(errs...)
+}
+
+// journal is the journal of pool with creds, with the driver's lease.
+func (d *Driver) journal(creds Credentials, pool string) *OmapJournal {
+	return NewOmapJournal(d.conns, creds, pool).WithLease(d.opts.CreateLease)
+}
+
+// holdLease keeps the lease of the create of name under id (in pool)
+// while the create runs, renewing it every third of the lease. The
+// returned stop ends that and, if check, renews once more: an error
+// (Aborted) means the sweep took the reservation over, and what the create
+// made must be undone rather than answered.
+func (d *Driver) holdLease(ctx context.Context, creds Credentials, pool string, kind idempotency.Kind, name, id string) (stop func(check bool) error) {
+	j := d.journal(creds, pool)
+	quit := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var lost error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(j.lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-t.C:
+			}
+			if err := j.Hold(context.WithoutCancel(ctx), kind, name, id); status.Code(err) == codes.Aborted {
+				mu.Lock()
+				lost = err
+				mu.Unlock()
+				return
+			}
+		}
+	}()
+	return func(check bool) error {
+		close(quit)
+		wg.Wait()
+		if lost != nil {
+			return lost
+		}
+		if !check {
+			return nil
+		}
+		return j.Hold(context.WithoutCancel(ctx), kind, name, id)
+	}
 }
 
 // clean removes what a create under id may have left.
@@ -60,4 +115,24 @@ func (d *Driver) clean(ctx context.Context, p seenPool, kind idempotency.Kind, i
 		}
 	}
 	return nil
+}
+
+// reapHidden removes the hidden images (csi-del-…) of pool p whose
+// snapshots and clones are all gone: DeleteSnapshot and DeleteVolume reap
+// them as they go, and this catches any a failure or a crash left.
+func (d *Driver) reapHidden(ctx context.Context, p seenPool) {
+	io, done, err := d.conns.IOContext(ctx, p.creds, p.pool, "")
+	if err != nil {
+		return
+	}
+	defer done()
+	names, err := rbd.GetImageNames(io)
+	if err != nil {
+		return
+	}
+	for _, n := range names {
+		if strings.HasPrefix(n, deletedPrefix) && ctx.Err() == nil {
+			d.reap(io, n)
+		}
+	}
 }

@@ -1,0 +1,117 @@
+//go:build linux
+
+package driver_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/csikit/csikit/examples/rbd/driver"
+	"github.com/csikit/csikit/examples/rbd/internal/cephtest"
+	"github.com/csikit/csikit/idempotency"
+)
+
+// fsTypeAt is the file system type mounted at path ("" if none).
+func fsTypeAt(t *testing.T, path string) string {
+	t.Helper()
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(mi), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && f[4] == path {
+			for i, x := range f {
+				if x == "-" && i+1 < len(f) {
+					return f[i+1]
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// TestFsTypeParameter: a StorageClass's fsType (here xfs) decides the file
+// system of a mount volume whose capability names none, and a restore of
+// it (same xfs UUID) stages on the same node while the source is staged
+// (nouuid). An unknown fsType is InvalidArgument at create.
+func TestFsTypeParameter(t *testing.T) {
+	c := cephtest.Require(t)
+	cephtest.RequireRoot(t)
+	for _, tool := range []string{"rbd-fuse", "mkfs.xfs"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			cephtest.Skipf(t, "needs %s", tool)
+		}
+	}
+	d := newDriver(t, c, driver.Options{Mapper: driver.MapperFUSE})
+	ctx := context.Background()
+	mount := &csi.VolumeCapability{
+		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+	}
+	create := func(name string, params map[string]string, src *csi.VolumeContentSource) (*csi.Volume, error) {
+		req := &csi.CreateVolumeRequest{
+			Name: name + "-" + idempotency.RandomID(""), VolumeCapabilities: []*csi.VolumeCapability{mount},
+			Secrets: c.Secrets(), CapacityRange: &csi.CapacityRange{RequiredBytes: 320 << 20},
+			Parameters: params, VolumeContentSource: src,
+		}
+		rctx, _ := reservedVolumeID(t, d, c, req)
+		resp, err := d.CreateVolume(rctx, req)
+		if err == nil {
+			t.Cleanup(func() {
+				_, _ = d.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: resp.GetVolume().GetVolumeId(), Secrets: c.Secrets()})
+			})
+		}
+		return resp.GetVolume(), err
+	}
+	if _, err := create("fs-bogus", map[string]string{driver.ParamFsType: "btrfs"}, nil); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("CreateVolume with fsType btrfs = %v; want InvalidArgument", err)
+	}
+	stage := func(v *csi.Volume) string {
+		staging := filepath.Join(t.TempDir(), "staging")
+		if _, err := d.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{
+			VolumeId: v.GetVolumeId(), StagingTargetPath: staging, VolumeCapability: mount,
+			VolumeContext: v.GetVolumeContext(), Secrets: c.Secrets(),
+		}); err != nil {
+			t.Fatalf("stage %s: %v", v.GetVolumeId(), err)
+		}
+		t.Cleanup(func() {
+			if _, err := d.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: v.GetVolumeId(), StagingTargetPath: staging}); err != nil {
+				t.Errorf("unstage %s: %v", v.GetVolumeId(), err)
+			}
+		})
+		return staging
+	}
+	src, err := create("fs-xfs", map[string]string{driver.ParamFsType: "xfs"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	staging := stage(src)
+	if got := fsTypeAt(t, staging); got != "xfs" {
+		t.Fatalf("a volume of a class with fsType xfs is staged as %q", got)
+	}
+	if err := os.WriteFile(filepath.Join(staging, "data"), []byte("xfs"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	snap := snapshot(t, d, c, src.GetVolumeId())
+	restored, err := create("fs-xfs-restore", map[string]string{driver.ParamFsType: "xfs"},
+		&csi.VolumeContentSource{Type: &csi.VolumeContentSource_Snapshot{Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: snap}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = d.DeleteSnapshot(ctx, &csi.DeleteSnapshotRequest{SnapshotId: snap, Secrets: c.Secrets()})
+	})
+	rstaging := stage(restored) // the same UUID as the staged source
+	if got := fsTypeAt(t, rstaging); got != "xfs" {
+		t.Fatalf("the restore is staged as %q", got)
+	}
+}
