@@ -264,3 +264,55 @@ func listVolumeIDs(t *testing.T, s *served) []string {
 	}
 	return ids
 }
+
+// TestSweepReturnsAbandonedReservations: a CreateVolume whose journal
+// commit failed keeps its capacity reserved (its retry will need it), so
+// GetCapacity offers less; when the CO never retries (the PVC was
+// deleted), the sweep removes the volume's data and gives the
+// reservation back, and the name is free for a new volume.
+func TestSweepReturnsAbandonedReservations(t *testing.T) {
+	needRoot(t)
+	const capacity = 16 << 20
+	dir := shortDir(t, "hpswr")
+	state := tmpfsState(t, dir, "32m")
+	var fill atomic.Value
+	fill.Store("")
+	var armed atomic.Bool
+	s := serve(t, dir, driver.Options{StateDir: state, Capacity: capacity, Step: func(step string) {
+		if step == "volume:recorded" && armed.Load() {
+			fill.Store(fillDisk(t, state))
+		}
+	}})
+	ctx := context.Background()
+	armed.Store(true)
+	_, err := s.ctl.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "abandoned", CapacityRange: &csi.CapacityRange{RequiredBytes: 4 << 20},
+		VolumeCapabilities: []*csi.VolumeCapability{capFor(false, "")},
+		Parameters:         map[string]string{"note": string(bytes.Repeat([]byte{'x'}, 64<<10))}})
+	armed.Store(false)
+	if c := status.Code(err); c != codes.Unavailable && c != codes.ResourceExhausted {
+		t.Fatalf("CreateVolume with the disk full at its commit: %v, want Unavailable or ResourceExhausted", err)
+	}
+	if err := os.Remove(fill.Load().(string)); err != nil {
+		t.Fatal(err)
+	}
+	if got := availableCapacity(t, s); got != capacity-4<<20 {
+		t.Errorf("GetCapacity offers %d after a create whose commit failed, want %d: its retry's capacity stays reserved", got, capacity-4<<20)
+	}
+	if ids := listVolumeIDs(t, s); len(ids) != 0 {
+		t.Errorf("ListVolumes has %v after a create whose commit failed, want none", ids)
+	}
+	var n int
+	if err := retryUnavailable(func() (err error) {
+		n, err = s.d.SweepAbandoned(ctx, s.srv.Locks(), time.Nanosecond)
+		if err != nil {
+			err = status.Error(codes.Unavailable, err.Error()) // the journal recovers within a second
+		}
+		return err
+	}); err != nil || n != 1 {
+		t.Fatalf("SweepAbandoned: %d released, %v; want 1", n, err)
+	}
+	if got := availableCapacity(t, s); got != capacity {
+		t.Errorf("GetCapacity offers %d after the sweep, want all %d", got, capacity)
+	}
+	checkDataMatchesObjects(t, s, state, capacity, "swept")
+}
