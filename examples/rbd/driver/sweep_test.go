@@ -194,6 +194,57 @@ func TestSweepTakesOverStalledCreate(t *testing.T) {
 	}
 }
 
+// TestStalledCreateUndoesItself: a create that resumes after the sweep
+// claimed its reservation (it stalled past its lease) makes its image,
+// finds its lease lost, removes the image and answers Aborted; the sweep
+// then releases the reservation and the pool holds nothing: no orphaned
+// image, and the CO's retry starts afresh.
+func TestStalledCreateUndoesItself(t *testing.T) {
+	c := cephtest.Require(t)
+	pool, secrets := cephtest.TenantPool(t, c)
+	d := newDriver(t, c, driver.Options{CreateLease: 50 * time.Millisecond})
+	req := tenantCreate("stalled", pool, secrets)
+	ctx := idempotency.ContextWithRequest(context.Background(), req)
+	fp, _ := idempotency.Fingerprint(req)
+	rec, err := d.Journal().Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: req.Name, Fingerprint: fp, ID: idempotency.RandomID("")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the create stalls past its lease
+	if _, err := d.SweepAbandoned(context.Background(), idempotency.KindVolume, time.Nanosecond); err != nil {
+		t.Fatal(err)
+	}
+	// Resumed after the sweep: nothing to hold any more.
+	_, resumed := d.CreateVolume(idempotency.ContextWithReservedID(ctx, rec.ID), req)
+	if status.Code(resumed) != codes.Aborted {
+		t.Fatalf("the stalled create, resumed after the sweep, answered %v; want Aborted", resumed)
+	}
+	if poolHas(t, c, secrets, pool, "csi-vol-"+localOf(rec.ID)) {
+		t.Fatalf("the stalled create left image of %s behind", rec.ID)
+	}
+	// And while the sweep holds the claim (here: during its clean).
+	rec2, err := d.Journal().Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: req.Name, Fingerprint: fp, ID: idempotency.RandomID("")})
+	if err != nil || rec2.ID == rec.ID {
+		t.Fatalf("the retry after the sweep got %+v, %v; want a new reservation", rec2, err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	conns := driver.NewConnPool(c.Monitors, 30*time.Second, time.Minute)
+	t.Cleanup(conns.Close)
+	j := driver.NewOmapJournal(conns, driver.Credentials{User: secrets["userID"], Key: secrets["userKey"]}, pool).WithLease(50 * time.Millisecond)
+	if _, err := j.Sweep(context.Background(), idempotency.KindVolume, time.Nanosecond, func(context.Context, idempotency.Record) error {
+		_, resumed = d.CreateVolume(idempotency.ContextWithReservedID(ctx, rec2.ID), req)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if status.Code(resumed) != codes.Aborted {
+		t.Fatalf("the stalled create, resumed while the sweep cleaned, answered %v; want Aborted", resumed)
+	}
+	if poolHas(t, c, secrets, pool, "csi-vol-"+localOf(rec2.ID)) {
+		t.Fatalf("the stalled create left image of %s behind", rec2.ID)
+	}
+}
+
 func poolHas(t *testing.T, c cephtest.Cluster, secrets map[string]string, pool, image string) bool {
 	t.Helper()
 	conns := driver.NewConnPool(c.Monitors, 30*time.Second, time.Minute)
