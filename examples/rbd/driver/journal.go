@@ -320,8 +320,9 @@ func (j *OmapJournal) Reserve(ctx context.Context, r idempotency.Reservation) (i
 }
 
 // renew extends the lease of the uncommitted reservation of name, which
-// must still bind id: Aborted if the sweep claimed it, FailedPrecondition if
-// it is gone or binds another ID.
+// must still bind id: Aborted if the sweep claimed it, or if it is gone or
+// binds another ID (the CO's retry then starts afresh). A reservation
+// committed meanwhile needs no lease: nil.
 func (j *OmapJournal) renew(io *rados.IOContext, k idempotency.Kind, name, id string) error {
 	nobj := nameObject(k, name)
 	ok, err := guarded(io, nobj, id, func(op *rados.WriteOp) { op.SetOmap(j.leaseVals(holderCreate)) })
@@ -405,14 +406,12 @@ func (j *OmapJournal) Commit(ctx context.Context, kind idempotency.Kind, name, i
 		}
 		return errSwept(kind, name)
 	}
-	{
-		if err := createWithOmap(io, idObject(kind, id), map[string][]byte{"name": []byte(name)}); err != nil {
-			if !errors.Is(err, rados.ErrObjectExists) {
-				return journalErr(err, "bind ID")
-			}
-			if o, _, _ := readOmap(io, idObject(kind, id)); string(o["name"]) != name {
-				return status.Errorf(codes.Internal, "journal: %s ID %q for name %q is already bound to name %q", kind, id, name, o["name"])
-			}
+	if err := createWithOmap(io, idObject(kind, id), map[string][]byte{"name": []byte(name)}); err != nil {
+		if !errors.Is(err, rados.ErrObjectExists) {
+			return journalErr(err, "bind ID")
+		}
+		if o, _, _ := readOmap(io, idObject(kind, id)); string(o["name"]) != name {
+			return status.Errorf(codes.Internal, "journal: %s ID %q for name %q is already bound to name %q", kind, id, name, o["name"])
 		}
 	}
 	// Rebind, guarded on the old ID: a concurrent Release or sweep wins.
