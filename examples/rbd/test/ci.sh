@@ -13,7 +13,7 @@ t0=$(date +%s)
 step() { echo; echo "=== rbd: $* ($(( $(date +%s) - t0 ))s)"; }
 
 step "install Ceph packages"
-pkgs=(ceph-mon ceph-osd ceph-mgr ceph-common rbd-fuse librbd-dev librados-dev)
+pkgs=(ceph-mon ceph-osd ceph-mgr ceph-common rbd-fuse librbd-dev librados-dev xfsprogs)
 installed=$(dpkg-query -W -f='${db:Status-Status}\n' "${pkgs[@]}" 2>/dev/null | grep -cx installed || true)
 if [ "$installed" -eq "${#pkgs[@]}" ]; then
 	echo "already installed"
