@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -243,6 +244,63 @@ func TestStalledCreateUndoesItself(t *testing.T) {
 	if poolHas(t, c, secrets, pool, "csi-vol-"+localOf(rec2.ID)) {
 		t.Fatalf("the stalled create left image of %s behind", rec2.ID)
 	}
+}
+
+// TestTwoSweepsOneClaim: two replicas sweeping the same pool at once
+// clean and release each abandoned reservation exactly once.
+func TestTwoSweepsOneClaim(t *testing.T) {
+	c := cephtest.Require(t)
+	pool, secrets := cephtest.TenantPool(t, c)
+	creds := driver.Credentials{User: secrets["userID"], Key: secrets["userKey"]}
+	var js [2]*driver.OmapJournal
+	for i := range js {
+		conns := driver.NewConnPool(c.Monitors, 30*time.Second, time.Minute) // a replica each
+		t.Cleanup(conns.Close)
+		js[i] = driver.NewOmapJournal(conns, creds, pool)
+	}
+	ctx := context.Background()
+	const n = 20
+	for i := range n {
+		// Creates whose lease has long expired.
+		if _, err := js[0].WithLease(time.Millisecond).Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: fmt.Sprintf("gone-%d", i), ID: fmt.Sprintf("id-%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(10 * time.Millisecond)
+	var mu sync.Mutex
+	cleaned := map[string]int{}
+	var released [2]int
+	var errs [2]error
+	var wg sync.WaitGroup
+	for i, j := range js {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			released[i], errs[i] = j.Sweep(ctx, idempotency.KindVolume, time.Nanosecond, func(_ context.Context, r idempotency.Record) error {
+				mu.Lock()
+				cleaned[r.ID]++
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+				return nil
+			})
+		}()
+	}
+	wg.Wait()
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatalf("sweeps: %v, %v", errs[0], errs[1])
+	}
+	if released[0]+released[1] != n || len(cleaned) != n {
+		t.Errorf("the sweeps released %d + %d and cleaned %d reservations; want %d in all", released[0], released[1], len(cleaned), n)
+	}
+	for id, k := range cleaned {
+		if k != 1 {
+			t.Errorf("%s cleaned %d times", id, k)
+		}
+	}
+	if recs, err := js[1].Uncommitted(ctx, idempotency.KindVolume, time.Now()); err != nil || len(recs) != 0 {
+		t.Fatalf("after the sweeps: %d reservations left (%v)", len(recs), err)
+	}
+	t.Logf("replica A released %d, replica B %d", released[0], released[1])
 }
 
 func poolHas(t *testing.T, c cephtest.Cluster, secrets map[string]string, pool, image string) bool {
