@@ -46,7 +46,7 @@ const JournalNamespace = "csikit-journal"
 // lease expired, with a write conditioned on the object's version being the
 // one it read, so a retry served meanwhile by another replica (which renews
 // or commits, changing the version) makes the sweep's claim fail. A claimed
-// reservation's data becomes "sweep:<ID>", so the guarded writes of the
+// reservation's data becomes "sweep:<ID>:<claim token>", so the guarded writes of the
 // create it was taken from (renew, commit) fail from then on.
 type OmapJournal struct {
 	open func(ctx context.Context) (*rados.IOContext, func(), error)
@@ -104,8 +104,9 @@ const (
 	holderSweep  = "sweep"
 )
 
-// sweepData is the name object's data once the sweep claimed it.
-func sweepData(id string) []byte { return []byte("sweep:" + id + "\n") }
+// sweepData is the name object's data once a sweep claimed it with token
+// (its own, so only that sweep releases it).
+func sweepData(id, token string) []byte { return []byte("sweep:" + id + ":" + token + "\n") }
 
 func (j *OmapJournal) leaseVals(holder string) map[string][]byte {
 	return map[string][]byte{"lease": []byte(itoa(time.Now().Add(j.lease).UnixNano())), "holder": []byte(holder)}
@@ -320,8 +321,9 @@ func (j *OmapJournal) Reserve(ctx context.Context, r idempotency.Reservation) (i
 }
 
 // renew extends the lease of the uncommitted reservation of name, which
-// must still bind id: Aborted if the sweep claimed it, FailedPrecondition if
-// it is gone or binds another ID.
+// must still bind id: Aborted if the sweep claimed it, or if it is gone or
+// binds another ID (the CO's retry then starts afresh). A reservation
+// committed meanwhile needs no lease: nil.
 func (j *OmapJournal) renew(io *rados.IOContext, k idempotency.Kind, name, id string) error {
 	nobj := nameObject(k, name)
 	ok, err := guarded(io, nobj, id, func(op *rados.WriteOp) { op.SetOmap(j.leaseVals(holderCreate)) })
@@ -405,14 +407,12 @@ func (j *OmapJournal) Commit(ctx context.Context, kind idempotency.Kind, name, i
 		}
 		return errSwept(kind, name)
 	}
-	{
-		if err := createWithOmap(io, idObject(kind, id), map[string][]byte{"name": []byte(name)}); err != nil {
-			if !errors.Is(err, rados.ErrObjectExists) {
-				return journalErr(err, "bind ID")
-			}
-			if o, _, _ := readOmap(io, idObject(kind, id)); string(o["name"]) != name {
-				return status.Errorf(codes.Internal, "journal: %s ID %q for name %q is already bound to name %q", kind, id, name, o["name"])
-			}
+	if err := createWithOmap(io, idObject(kind, id), map[string][]byte{"name": []byte(name)}); err != nil {
+		if !errors.Is(err, rados.ErrObjectExists) {
+			return journalErr(err, "bind ID")
+		}
+		if o, _, _ := readOmap(io, idObject(kind, id)); string(o["name"]) != name {
+			return status.Errorf(codes.Internal, "journal: %s ID %q for name %q is already bound to name %q", kind, id, name, o["name"])
 		}
 	}
 	// Rebind, guarded on the old ID: a concurrent Release or sweep wins.
@@ -579,21 +579,25 @@ func (j *OmapJournal) Sweep(ctx context.Context, kind idempotency.Kind, olderTha
 	n := 0
 	var errs []error
 	for _, r := range recs {
-		claimed, err := j.claim(io, kind, r.Name, r.ID)
+		token, err := j.claim(io, kind, r.Name, r.ID)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if !claimed {
+		if token == "" {
 			continue
 		}
 		if err := clean(ctx, r); err != nil {
 			errs = append(errs, fmt.Errorf("clean %s %q (name %q): %w", kind, r.ID, r.Name, err))
 			continue // the claim expires; the next sweep tries again
 		}
-		if _, err := guardedData(io, nameObject(kind, r.Name), sweepData(r.ID), func(op *rados.WriteOp) { op.Remove() }); err != nil {
+		ok, err := guardedData(io, nameObject(kind, r.Name), sweepData(r.ID, token), func(op *rados.WriteOp) { op.Remove() })
+		if err != nil {
 			errs = append(errs, journalErr(err, "release swept name"))
 			continue
+		}
+		if !ok {
+			continue // the claim expired and another sweep took it over
 		}
 		if err := io.Delete(idObject(kind, r.ID)); err != nil && !errors.Is(err, rados.ErrNotFound) {
 			errs = append(errs, journalErr(err, "release swept ID"))
@@ -605,38 +609,41 @@ func (j *OmapJournal) Sweep(ctx context.Context, kind idempotency.Kind, olderTha
 }
 
 // claim takes the reservation of name over for the sweep if it still binds
-// id, is uncommitted and its lease expired, and nobody wrote it between the
-// read and the claim. io must be the caller's own (see private).
-func (j *OmapJournal) claim(io *rados.IOContext, kind idempotency.Kind, name, id string) (bool, error) {
+// id, is uncommitted and its lease (a create's, or an earlier sweep's)
+// expired, and nobody wrote it between the read and the claim; it returns
+// the claim's token, or "" if it did not claim. io must be the caller's
+// own (see private).
+func (j *OmapJournal) claim(io *rados.IOContext, kind idempotency.Kind, name, id string) (string, error) {
 	nobj := nameObject(kind, name)
 	m, ok, err := readOmap(io, nobj)
 	if err != nil {
-		return false, journalErr(err, "read reservation")
+		return "", journalErr(err, "read reservation")
 	}
 	if !ok {
-		return false, nil
+		return "", nil
 	}
 	ver, err := io.GetLastVersion()
 	if err != nil {
-		return false, journalErr(err, "version of reservation")
+		return "", journalErr(err, "version of reservation")
 	}
 	if string(m["id"]) != id || string(m["committed"]) == "1" || time.Now().Before(j.leaseExpiry(m)) {
-		return false, nil
+		return "", nil
 	}
 	if sweepPause != nil {
 		sweepPause(name)
 	}
+	token := idempotency.RandomID("")
 	op := rados.CreateWriteOp()
 	defer op.Release()
 	op.AssertVersion(ver)
-	op.WriteFull(sweepData(id))
+	op.WriteFull(sweepData(id, token))
 	op.SetOmap(j.leaseVals(holderSweep))
 	err = op.Operate(io, nobj, rados.OperationNoFlag)
 	switch n := cephErrno(err); {
 	case err == nil:
-		return true, nil
+		return token, nil
 	case n == 34 || n == 75 || errors.Is(err, rados.ErrNotFound): // ERANGE, EOVERFLOW: written meanwhile
-		return false, nil
+		return "", nil
 	}
-	return false, journalErr(err, "claim reservation")
+	return "", journalErr(err, "claim reservation")
 }

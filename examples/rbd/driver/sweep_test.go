@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -192,6 +193,114 @@ func TestSweepTakesOverStalledCreate(t *testing.T) {
 	if err := j.Commit(ctx, k, "stalled", "id-3", []byte("r")); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestStalledCreateUndoesItself: a create that resumes after the sweep
+// claimed its reservation (it stalled past its lease) makes its image,
+// finds its lease lost, removes the image and answers Aborted; the sweep
+// then releases the reservation and the pool holds nothing: no orphaned
+// image, and the CO's retry starts afresh.
+func TestStalledCreateUndoesItself(t *testing.T) {
+	c := cephtest.Require(t)
+	pool, secrets := cephtest.TenantPool(t, c)
+	d := newDriver(t, c, driver.Options{CreateLease: 50 * time.Millisecond})
+	req := tenantCreate("stalled", pool, secrets)
+	ctx := idempotency.ContextWithRequest(context.Background(), req)
+	fp, _ := idempotency.Fingerprint(req)
+	rec, err := d.Journal().Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: req.Name, Fingerprint: fp, ID: idempotency.RandomID("")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the create stalls past its lease
+	if _, err := d.SweepAbandoned(context.Background(), idempotency.KindVolume, time.Nanosecond); err != nil {
+		t.Fatal(err)
+	}
+	// Resumed after the sweep: nothing to hold any more.
+	_, resumed := d.CreateVolume(idempotency.ContextWithReservedID(ctx, rec.ID), req)
+	if status.Code(resumed) != codes.Aborted {
+		t.Fatalf("the stalled create, resumed after the sweep, answered %v; want Aborted", resumed)
+	}
+	if poolHas(t, c, secrets, pool, "csi-vol-"+localOf(rec.ID)) {
+		t.Fatalf("the stalled create left image of %s behind", rec.ID)
+	}
+	// And while the sweep holds the claim (here: during its clean).
+	rec2, err := d.Journal().Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: req.Name, Fingerprint: fp, ID: idempotency.RandomID("")})
+	if err != nil || rec2.ID == rec.ID {
+		t.Fatalf("the retry after the sweep got %+v, %v; want a new reservation", rec2, err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	conns := driver.NewConnPool(c.Monitors, 30*time.Second, time.Minute)
+	t.Cleanup(conns.Close)
+	j := driver.NewOmapJournal(conns, driver.Credentials{User: secrets["userID"], Key: secrets["userKey"]}, pool).WithLease(50 * time.Millisecond)
+	if _, err := j.Sweep(context.Background(), idempotency.KindVolume, time.Nanosecond, func(context.Context, idempotency.Record) error {
+		_, resumed = d.CreateVolume(idempotency.ContextWithReservedID(ctx, rec2.ID), req)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if status.Code(resumed) != codes.Aborted {
+		t.Fatalf("the stalled create, resumed while the sweep cleaned, answered %v; want Aborted", resumed)
+	}
+	if poolHas(t, c, secrets, pool, "csi-vol-"+localOf(rec2.ID)) {
+		t.Fatalf("the stalled create left image of %s behind", rec2.ID)
+	}
+}
+
+// TestTwoSweepsOneClaim: two replicas sweeping the same pool at once
+// clean and release each abandoned reservation exactly once.
+func TestTwoSweepsOneClaim(t *testing.T) {
+	c := cephtest.Require(t)
+	pool, secrets := cephtest.TenantPool(t, c)
+	creds := driver.Credentials{User: secrets["userID"], Key: secrets["userKey"]}
+	var js [2]*driver.OmapJournal
+	for i := range js {
+		conns := driver.NewConnPool(c.Monitors, 30*time.Second, time.Minute) // a replica each
+		t.Cleanup(conns.Close)
+		js[i] = driver.NewOmapJournal(conns, creds, pool)
+	}
+	ctx := context.Background()
+	const n = 20
+	for i := range n {
+		// Creates whose lease has long expired.
+		if _, err := js[0].WithLease(time.Millisecond).Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: fmt.Sprintf("gone-%d", i), ID: fmt.Sprintf("id-%d", i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(10 * time.Millisecond)
+	var mu sync.Mutex
+	cleaned := map[string]int{}
+	var released [2]int
+	var errs [2]error
+	var wg sync.WaitGroup
+	for i, j := range js {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			released[i], errs[i] = j.Sweep(ctx, idempotency.KindVolume, time.Nanosecond, func(_ context.Context, r idempotency.Record) error {
+				mu.Lock()
+				cleaned[r.ID]++
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+				return nil
+			})
+		}()
+	}
+	wg.Wait()
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatalf("sweeps: %v, %v", errs[0], errs[1])
+	}
+	if released[0]+released[1] != n || len(cleaned) != n {
+		t.Errorf("the sweeps released %d + %d and cleaned %d reservations; want %d in all", released[0], released[1], len(cleaned), n)
+	}
+	for id, k := range cleaned {
+		if k != 1 {
+			t.Errorf("%s cleaned %d times", id, k)
+		}
+	}
+	if recs, err := js[1].Uncommitted(ctx, idempotency.KindVolume, time.Now()); err != nil || len(recs) != 0 {
+		t.Fatalf("after the sweeps: %d reservations left (%v)", len(recs), err)
+	}
+	t.Logf("replica A released %d, replica B %d", released[0], released[1])
 }
 
 func poolHas(t *testing.T, c cephtest.Cluster, secrets map[string]string, pool, image string) bool {

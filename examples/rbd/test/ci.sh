@@ -3,7 +3,8 @@
 # builds (or finds cached) sanity/kube's Kubernetes binaries, starts a
 # throwaway cluster in a fresh directory, runs the module's vet, staticcheck
 # and tests (with -race), its benchmarks once each, the sanity/kube
-# scenarios against the rbd binary and upstream csi-sanity against it, and
+# scenarios against the rbd binary and upstream csi-sanity against it (per
+# volume kind: ext4, xfs, block), and
 # stops the cluster on every exit path. Each step prints the time since the start.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +13,7 @@ t0=$(date +%s)
 step() { echo; echo "=== rbd: $* ($(( $(date +%s) - t0 ))s)"; }
 
 step "install Ceph packages"
-pkgs=(ceph-mon ceph-osd ceph-mgr ceph-common rbd-fuse librbd-dev librados-dev)
+pkgs=(ceph-mon ceph-osd ceph-mgr ceph-common rbd-fuse librbd-dev librados-dev xfsprogs)
 installed=$(dpkg-query -W -f='${db:Status-Status}\n' "${pkgs[@]}" 2>/dev/null | grep -cx installed || true)
 if [ "$installed" -eq "${#pkgs[@]}" ]; then
 	echo "already installed"
@@ -69,7 +70,7 @@ go test -tags pacific -run '^$' -bench . -benchtime 1x -count=1 -timeout 5m ./..
 step "sanity/kube scenarios: the rbd binary under the real sidecars"
 go test -tags pacific -count=1 -timeout 10m -v ./test/kube
 
-step "upstream csi-sanity v5.6.0 against the rbd binary"
+step "upstream csi-sanity v5.6.0 against the rbd binary (ext4, xfs, block)"
 test/csi-sanity.sh "$env"
 
 step "done"
