@@ -78,6 +78,12 @@ type UsageStats struct {
 // Entries that appear while Remove runs (the tree's workload is still
 // writing) are removed too, a few rounds at most; a directory that keeps
 // refilling gives codes.Aborted.
+//
+// Remove walks a tree of any depth holding at most 16 directory
+// descriptors (see the package documentation), so a chain of directories
+// deeper than the descriptor limit is removed too; a directory on the way
+// back up that was moved away or replaced while Remove was below it gives
+// codes.Aborted (a retry removes the rest).
 func Remove(ctx context.Context, dir string, opts RemoveOptions) error {
 	if err := codederr.CheckPath("directory", dir); err != nil {
 		return err
