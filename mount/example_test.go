@@ -86,3 +86,16 @@ func ExampleMounter_Resize() {
 	}
 	log.Printf("file system grew: %t", grew)
 }
+
+// A controller rounds a small xfs volume up to what mkfs.xfs can format,
+// or refuses it at CreateVolume when the capacity range's limit is lower.
+func ExampleFitSize() {
+	const mib = 1 << 20
+	size, err := mount.FitSize("xfs", 64*mib, 0, 300*mib)
+	fmt.Println(size/mib, err)
+	_, err = mount.FitSize("xfs", 64*mib, 100*mib, 300*mib)
+	fmt.Println(status.Code(err))
+	// Output:
+	// 300 <nil>
+	// OutOfRange
+}

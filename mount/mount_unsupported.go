@@ -45,3 +45,8 @@ func (m *Mounter) DiskFormat(ctx context.Context, device string) (string, error)
 func (m *Mounter) Resize(ctx context.Context, o ResizeOptions) (bool, error) {
 	return false, unsupported()
 }
+
+// MinSize is not supported on this platform.
+func (m *Mounter) MinSize(ctx context.Context, fsType string) (int64, error) {
+	return 0, unsupported()
+}

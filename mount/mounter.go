@@ -102,6 +102,8 @@ type Mounter struct {
 	// (device numbers of such file systems are reused at once). It lives
 	// as long as the Mounter.
 	staged map[string]uint64
+
+	minSizes minSizes // MinSize's answers
 }
 
 // remember records the mount ID of the device-less file system staged at

@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/csikit/csikit/block"
 	"github.com/csikit/csikit/examples/hostpath/driver"
 	"github.com/csikit/csikit/internal/testenv"
+	"github.com/csikit/csikit/mount"
 )
 
 // detachAtCleanup detaches whatever loop device is left on img when the
@@ -278,5 +280,53 @@ func TestXFSCloneStagesBesideSource(t *testing.T) {
 		if _, err := s.node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: p}); err != nil {
 			t.Errorf("unstage %s: %v", id, err)
 		}
+	}
+}
+
+// TestSmallFileSystemVolumes: a volume smaller than its file system's
+// mkfs can format (xfs: 300 MiB with xfsprogs 6) is rounded up at
+// CreateVolume when the capacity range allows and then stages; when the
+// limit is below the minimum it is OutOfRange naming the minimum — never
+// an Internal error at NodeStageVolume.
+func TestSmallFileSystemVolumes(t *testing.T) {
+	needRoot(t)
+	testenv.RequireCommand(t, "mkfs.xfs", "xfsprogs")
+	min, err := mount.New(mount.Options{}).MinSize(context.Background(), "xfs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if min <= 64<<20 {
+		t.Fatalf("this test wants an mkfs.xfs whose minimum exceeds 64 MiB; it is %d bytes", min)
+	}
+	dir := shortDir(t, "hpsm")
+	state := filepath.Join(dir, "state")
+	s := serve(t, dir, driver.Options{StateDir: state})
+	ctx := context.Background()
+
+	_, err = s.ctl.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "too-small",
+		CapacityRange:      &csi.CapacityRange{RequiredBytes: 64 << 20, LimitBytes: 100 << 20},
+		VolumeCapabilities: []*csi.VolumeCapability{capFor(false, "xfs")}})
+	if status.Code(err) != codes.OutOfRange || !strings.Contains(err.Error(), strconv.FormatInt(min, 10)) {
+		t.Fatalf("CreateVolume of 64 MiB limited to 100 MiB: %v; want OutOfRange naming %d bytes", err, min)
+	}
+
+	resp, err := s.ctl.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "rounded",
+		CapacityRange:      &csi.CapacityRange{RequiredBytes: 64 << 20},
+		VolumeCapabilities: []*csi.VolumeCapability{capFor(false, "xfs")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.GetVolume().GetVolumeId()
+	if got := resp.GetVolume().GetCapacityBytes(); got != min {
+		t.Fatalf("capacity %d, want the xfs minimum %d", got, min)
+	}
+	staging := filepath.Join(dir, "s")
+	detachAtCleanup(t, filepath.Join(state, "images", id+".img"))
+	unmountAtCleanup(t, staging)
+	if _, err := s.node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging, VolumeCapability: capFor(false, "xfs")}); err != nil {
+		t.Fatalf("stage the rounded-up volume: %v", err)
+	}
+	if _, err := s.node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/csikit/csikit/csi/validation"
 	"github.com/csikit/csikit/idempotency"
 	"github.com/csikit/csikit/k8s/keys"
+	"github.com/csikit/csikit/mount"
 	"github.com/csikit/csikit/quota"
 	"github.com/csikit/csikit/topology"
 )
@@ -39,6 +40,11 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 	size, err := d.capacityFor(r.GetCapacityRange())
 	if err != nil {
 		return nil, err
+	}
+	if k == kindFS {
+		if size, err = d.fitFileSystem(ctx, fsType, size, r.GetCapacityRange().GetLimitBytes()); err != nil {
+			return nil, err
+		}
 	}
 	if err := d.checkTopology(r.GetAccessibilityRequirements()); err != nil {
 		return nil, err
@@ -134,6 +140,24 @@ func (d *Driver) capacityFor(cr *csi.CapacityRange) (int64, error) {
 	}
 	if size > d.opts.MaxVolumeSize {
 		return 0, status.Errorf(codes.OutOfRange, "requested %d bytes, more than the maximum volume size of %d bytes", size, d.opts.MaxVolumeSize)
+	}
+	return size, nil
+}
+
+// fitFileSystem rounds size up to the smallest device this node's
+// mkfs.<fsType> formats (mount.Mounter.MinSize), within the capacity
+// range's limit: a volume too small for its file system is refused here,
+// OutOfRange naming the minimum, not at NodeStageVolume.
+func (d *Driver) fitFileSystem(ctx context.Context, fsType string, size, limit int64) (int64, error) {
+	min, err := d.mounter.MinSize(ctx, fsType)
+	if err != nil {
+		return 0, err
+	}
+	if size, err = mount.FitSize(fsType, size, limit, min); err != nil {
+		return 0, err
+	}
+	if size > d.opts.MaxVolumeSize {
+		return 0, status.Errorf(codes.OutOfRange, "a %s volume needs at least %d bytes, more than the maximum volume size of %d bytes", fsType, size, d.opts.MaxVolumeSize)
 	}
 	return size, nil
 }
