@@ -24,6 +24,14 @@ type StageOptions struct {
 	// FormatOptions are extra arguments to mkfs.<FSType>, placed before
 	// the device (e.g. "-b", "4096"); used only when Device is blank.
 	FormatOptions []string
+	// XFSUUIDCheck keeps xfs's refusal to mount a file system whose UUID
+	// is mounted already. By default Stage mounts xfs with nouuid: a
+	// clone or a restored snapshot is a block copy of its source, UUID
+	// included, and without nouuid it cannot be staged on a node where
+	// its source is ("invalid argument", nothing more). Set it only where
+	// one file system can appear under two devices (multipath without
+	// dm-multipath) and a second mount must be refused.
+	XFSUUIDCheck bool
 }
 
 // PublishOptions describes a NodePublishVolume mount: Source bound onto

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -36,7 +37,9 @@ var helperFSTypes = map[string]bool{
 // setting returns nil; anything else at the target gives
 // codes.AlreadyExists. A symlink in the target path gives
 // codes.FailedPrecondition. A corrupt mount at the target is unmounted and
-// replaced. A missing device gives codes.NotFound.
+// replaced. A missing device gives codes.NotFound. xfs is mounted with
+// nouuid, so a clone stages beside its source (see
+// StageOptions.XFSUUIDCheck).
 func (m *Mounter) Stage(ctx context.Context, o StageOptions) error {
 	if o.FSType == "" {
 		o.FSType = "ext4"
@@ -50,7 +53,11 @@ func (m *Mounter) Stage(ctx context.Context, o StageOptions) error {
 	if !fsTypePattern.MatchString(o.FSType) {
 		return errorf(codes.InvalidArgument, nil, "file system type %q is not a valid type name", o.FSType)
 	}
-	opts, err := parseOptions(append(append([]string{}, o.MountFlags...), o.SensitiveMountFlags...))
+	flags := append(append([]string{}, o.MountFlags...), o.SensitiveMountFlags...)
+	if o.FSType == "xfs" && !o.XFSUUIDCheck && !slices.Contains(flags, "nouuid") {
+		flags = append(flags, "nouuid") // see StageOptions.XFSUUIDCheck
+	}
+	opts, err := parseOptions(flags)
 	if err != nil {
 		return err
 	}

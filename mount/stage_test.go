@@ -4,6 +4,8 @@ package mount_test
 
 import (
 	"context"
+	"io"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -191,4 +193,66 @@ func TestStageBadInput(t *testing.T) {
 		wantCode(t, m.Stage(ctx, o), codes.InvalidArgument)
 	}
 	wantCode(t, m.Stage(ctx, mount.StageOptions{Device: "/dev/csikit-missing", Target: dir}), codes.NotFound)
+}
+
+// TestStageXFSCopyBesideSource: a block copy of an xfs volume (what a
+// clone or a restored snapshot is) has its source's UUID; Stage mounts it
+// beside its source, and with XFSUUIDCheck refuses it as xfs would.
+func TestStageXFSCopyBesideSource(t *testing.T) {
+	requireTool(t, "mkfs.xfs", "xfsprogs")
+	src, _ := loopDevice(t, 320<<20)
+	cp, _ := loopDevice(t, 320<<20)
+	ctx := context.Background()
+	m := mount.New(mount.Options{})
+	dir := t.TempDir()
+	s1, s2 := filepath.Join(dir, "src"), filepath.Join(dir, "copy")
+	cleanupMounts(t, s1, s2)
+	if err := m.Stage(ctx, mount.StageOptions{Device: src, Target: s1, FSType: "xfs"}); err != nil {
+		t.Fatalf("Stage the source: %v", err)
+	}
+	writeFile(t, filepath.Join(s1, "f"), "from the source")
+	if err := m.Unstage(ctx, s1, mount.UnmountOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	copyDevice(t, src, cp)
+	// The source as xfs alone mounts it (a nouuid mount does not enter
+	// its UUID in the kernel's table, so it would hide the conflict).
+	if err := m.Stage(ctx, mount.StageOptions{Device: src, Target: s1, FSType: "xfs", XFSUUIDCheck: true}); err != nil {
+		t.Fatalf("Stage the source again: %v", err)
+	}
+	err := m.Stage(ctx, mount.StageOptions{Device: cp, Target: s2, FSType: "xfs", XFSUUIDCheck: true})
+	if err == nil || mounted(s2) {
+		t.Fatalf("with XFSUUIDCheck, a copy with a mounted UUID staged (err %v)", err)
+	}
+	if err := m.Stage(ctx, mount.StageOptions{Device: cp, Target: s2, FSType: "xfs"}); err != nil {
+		t.Fatalf("Stage a copy beside its source: %v", err)
+	}
+	wantFile(t, filepath.Join(s2, "f"), "from the source")
+	for _, p := range []string{s2, s1} {
+		if err := m.Unstage(ctx, p, mount.UnmountOptions{}); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// copyDevice copies block device from onto block device to, byte for
+// byte, and flushes it.
+func copyDevice(t *testing.T, from, to string) {
+	t.Helper()
+	in, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Sync(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -253,7 +253,7 @@ func TestDirStageChecksCapability(t *testing.T) {
 // TestXFSCloneStagesBesideSource: a clone of an xfs volume is a copy of
 // its image, UUID included; xfs refuses to mount a filesystem whose UUID
 // is mounted already, so the clone could not be staged on a node where
-// its source is — unless staged with nouuid, as the driver does.
+// its source is — unless staged with nouuid, as mount.Stage does.
 func TestXFSCloneStagesBesideSource(t *testing.T) {
 	needRoot(t)
 	testenv.RequireCommand(t, "mkfs.xfs", "xfsprogs")

@@ -101,16 +101,12 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 // capability's, and for ext4 errors=remount-ro unless they choose another
 // errors= behaviour — a filesystem that found corruption stops taking
 // writes, and NodeGetVolumeHealth reports it (FilesystemReadOnly) instead
-// of ext4's default of carrying on. An xfs volume is mounted with nouuid:
-// a clone or a restored snapshot is a copy of its source's image, UUID
-// included, and xfs refuses to mount a second filesystem with a UUID
-// already mounted on the node.
+// of ext4's default of carrying on. (xfs volumes need nothing here:
+// mount.Stage mounts xfs with nouuid, so a clone or a restored snapshot,
+// a copy of its source's image, UUID included, stages beside its source.)
 func stageFlags(fsType string, flags []string) []string {
-	switch {
-	case fsType == "ext4" && !slices.ContainsFunc(flags, func(f string) bool { return strings.HasPrefix(f, "errors=") }):
+	if fsType == "ext4" && !slices.ContainsFunc(flags, func(f string) bool { return strings.HasPrefix(f, "errors=") }) {
 		return append(slices.Clone(flags), "errors=remount-ro")
-	case fsType == "xfs" && !slices.Contains(flags, "nouuid"):
-		return append(slices.Clone(flags), "nouuid")
 	}
 	return flags
 }

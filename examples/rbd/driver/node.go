@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -205,8 +204,8 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 
 // stageFS is the file system a mount volume is staged with (the
 // capability's fs_type, else the volume's ParamFsType, else ext4) and its
-// mount flags: xfs gets nouuid, so a clone or restore (same UUID) mounts
-// beside its source.
+// mount flags (mount.Stage mounts xfs with nouuid, so a clone or restore,
+// same UUID, mounts beside its source).
 func stageFS(mnt *csi.VolumeCapability_MountVolume, volCtx map[string]string) (string, []string) {
 	t := mnt.GetFsType()
 	if t == "" {
@@ -215,11 +214,7 @@ func stageFS(mnt *csi.VolumeCapability_MountVolume, volCtx map[string]string) (s
 	if t == "" {
 		t = "ext4"
 	}
-	flags := mnt.GetMountFlags()
-	if t == "xfs" && !slices.Contains(flags, "nouuid") {
-		flags = append(slices.Clone(flags), "nouuid")
-	}
-	return t, flags
+	return t, mnt.GetMountFlags()
 }
 
 // NodeUnstageVolume unmounts the staging path and unmaps the image; it
