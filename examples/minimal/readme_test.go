@@ -91,7 +91,7 @@ func (controller) DeleteVolume(ctx context.Context, r *csi.DeleteVolumeRequest) 
 }
 
 // provisionerOnly has CreateVolume and DeleteVolume but no LookupVolume.
-type provisionerOnly struct{ m *mount.Mounter }
+type provisionerOnly struct{}
 
 func (provisionerOnly) CreateVolume(context.Context, *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
 	return nil, nil
