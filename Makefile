@@ -1,16 +1,45 @@
 # The two commands of the README:
 #   go run ./examples/hostpath   runs the reference driver on its defaults
-#   make test                    sets the machine up and runs every test
+#   make test                    sets the machine up and runs the main module's tests
+#
+# make test is `go test ./...` in the main module: every csikit package and
+# examples/hostpath, examples/minimal, examples/tmpfs. It does not reach the
+# nested modules below (each has a go.mod of its own, so ./... stops at it)
+# and says so when it ends. Each needs heavy setup, installs packages
+# (apt-get) and runs as root; .ci/run runs all three:
+#   make test-rbd       examples/rbd: Ceph packages, a throwaway Ceph cluster,
+#                       sanity/kube's Kubernetes binaries
+#   make test-kube      sanity/kube: a control plane, kubelet and the CSI
+#                       sidecars, built from the Go module proxy (about 8
+#                       minutes the first time, then cached)
+#   make test-upstream  sanity/upstream: upstream csi-driver-host-path, built
+#                       from the Go module proxy
+#   make test-all       make test, then the three above
+# Tool modules below them (sanity/kube/runtime, sanity/upstream/hostpath)
+# are built by their parent's run.
 GO ?= go
 GOTESTFLAGS ?=
+NESTED_MODULES := examples/rbd sanity/kube sanity/upstream
 
-.PHONY: test run setup
+.PHONY: test test-rbd test-kube test-upstream test-all run setup
 
 setup:
 	./scripts/setup.sh
 
 test: setup
 	$(GO) test $(GOTESTFLAGS) ./...
+	@echo "make test: ran the main module's tests; not the nested modules $(NESTED_MODULES) (own go.mod, heavy setup): make test-rbd, test-kube, test-upstream or test-all"
+
+test-rbd:
+	examples/rbd/test/ci.sh
+
+test-kube:
+	sanity/kube/ci.sh
+
+test-upstream:
+	sanity/upstream/ci.sh
+
+test-all: test test-rbd test-kube test-upstream
 
 run:
 	$(GO) run ./examples/hostpath

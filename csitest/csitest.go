@@ -7,6 +7,13 @@
 // tested on any machine; pair it with a recording mounter
 // (mount/mounttest) for node RPCs. Tests of the real data path (mounts,
 // loop devices) still belong next to it: csitest only saves the plumbing.
+//
+// For those tests it also runs the driver's binary as a CO meets it —
+// Build compiles it, StartProcess serves it on a socket of its own and
+// hands sanity.Endpoint and sanity.Config what they take (Endpoint,
+// Restart, Log) — and RequireRoot skips a test that needs root, or fails
+// it where StrictEnv says every prerequisite is present (CI), so that no
+// such test passes there by skipping.
 package csitest
 
 import (

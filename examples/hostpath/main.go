@@ -63,6 +63,8 @@ type config struct {
 	kubeletRegistration, kubeletRegistrationDir                            string
 	maxVolumes, capacity                                                   int64
 	enableAttach, enableModify, printCSIDriver, showVersion                bool
+	// defaultStateDir is set when --state-dir was not given.
+	defaultStateDir bool
 }
 
 func main() {
@@ -110,6 +112,8 @@ func run(args []string) error {
 		_, err = os.Stdout.Write(y)
 		return err
 	}
+	_, statErr := os.Stat(cfg.stateDir)
+	existed := statErr == nil
 	d, err := driver.New(ctx, dopts)
 	if err != nil {
 		return err
@@ -136,6 +140,7 @@ func run(args []string) error {
 
 	fmt.Fprintf(os.Stderr, "hostpath %s: driver %s on node %s, serving %s, state in %s\n",
 		version(), cfg.driverName, cfg.nodeID, cfg.endpoint, cfg.stateDir)
+	fmt.Fprintln(os.Stderr, stateNotice(cfg, existed))
 	// The parts run together and stop in reverse order: the sweep first,
 	// then the CSI server drains, then kubelet registration, and /metrics
 	// and /healthz last, so they see the end of the drain.
@@ -165,12 +170,36 @@ func run(args []string) error {
 	return g.Run(ctx)
 }
 
+// stateNotice says, at start, where the driver keeps its state, that it
+// outlives the process, and how to choose another directory or be rid of
+// it: `go run ./examples/hostpath` otherwise leaves a directory behind
+// without a word. existed tells a directory from an earlier run from a
+// new one.
+func stateNotice(cfg *config, existed bool) string {
+	how := "created"
+	if existed {
+		how = "reused from an earlier run"
+	}
+	msg := fmt.Sprintf("hostpath: state directory %s (%s): volumes, snapshots and the journal stay there after the driver stops, "+
+		"and the next run with the same --state-dir finds them", cfg.stateDir, how)
+	if cfg.defaultStateDir {
+		msg += "; choose another with --state-dir"
+	}
+	return msg + fmt.Sprintf("; to remove it: stop the driver, unmount anything still mounted below it, then rm -r %s", cfg.stateDir)
+}
+
+// defaultStateDir is where the driver keeps its state without --state-dir:
+// /var/lib/csikit-hostpath as root, else below the temporary directory.
+func defaultStateDir() string {
+	if os.Geteuid() != 0 {
+		return filepath.Join(os.TempDir(), "csikit-hostpath")
+	}
+	return "/var/lib/csikit-hostpath"
+}
+
 func parseFlags(args []string) (*config, error) {
 	host, _ := os.Hostname()
-	defState := "/var/lib/csikit-hostpath"
-	if os.Geteuid() != 0 {
-		defState = filepath.Join(os.TempDir(), "csikit-hostpath")
-	}
+	defState := defaultStateDir()
 	c := &config{}
 	fs := flag.NewFlagSet("hostpath", flag.ContinueOnError)
 	fs.StringVar(&c.endpoint, "endpoint", "", "CSI endpoint: unix:///abs/path, /abs/path or tcp://host:port (default unix://<state-dir>/csi.sock)")
@@ -194,6 +223,12 @@ func parseFlags(args []string) (*config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	c.defaultStateDir = true
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "state-dir" {
+			c.defaultStateDir = false
+		}
+	})
 	abs, err := filepath.Abs(c.stateDir)
 	if err != nil {
 		return nil, err

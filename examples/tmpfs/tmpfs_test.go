@@ -19,8 +19,6 @@ import (
 
 	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/csitest"
-	"github.com/csikit/csikit/internal/drivertest"
-	"github.com/csikit/csikit/internal/testenv"
 	"github.com/csikit/csikit/mount/mounttest"
 	"github.com/csikit/csikit/sanity"
 )
@@ -28,7 +26,7 @@ import (
 // TestSanity runs csikit's harness against the driver, restarted on its
 // state directory for the Restart area. Volumes are real tmpfs mounts.
 func TestSanity(t *testing.T) {
-	testenv.RequireRoot(t, "the driver mounts tmpfs volumes")
+	csitest.RequireRoot(t, "the driver mounts tmpfs volumes")
 	state := t.TempDir()
 	log := &sanity.LogBuffer{}
 	logger := slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -66,8 +64,8 @@ func TestSanityEndpoint(t *testing.T) {
 	if os.Getenv("CSIKIT_SANITY_ENDPOINT") == "" {
 		t.Skip("opt-in: set CSIKIT_SANITY_ENDPOINT=1 (root; .ci/run does)")
 	}
-	testenv.RequireRoot(t, "the driver mounts tmpfs volumes")
-	bin := drivertest.Build(t, "github.com/csikit/csikit/examples/tmpfs")
+	csitest.RequireRoot(t, "the driver mounts tmpfs volumes")
+	bin := csitest.Build(t, ".")
 	state := t.TempDir()
 	t.Cleanup(func() {
 		entries, _ := os.ReadDir(filepath.Join(state, "volumes"))
@@ -75,7 +73,7 @@ func TestSanityEndpoint(t *testing.T) {
 			_ = unix.Unmount(filepath.Join(state, "volumes", e.Name()), unix.MNT_DETACH)
 		}
 	})
-	p := drivertest.Start(t, bin, "--nodeid", "sanity-node", "--state-dir", state, "--log-level", "debug")
+	p := csitest.StartProcess(t, bin, "--nodeid", "sanity-node", "--state-dir", state, "--log-level", "debug")
 	start := time.Now()
 	sanity.Run(t, sanity.Endpoint(p.Endpoint), sanity.Config{
 		VolumeSize: 8 << 20, ExpandSize: 16 << 20, Restart: p.Restart, Log: p.Log,
@@ -147,7 +145,7 @@ func withFSType(c *csi.VolumeCapability, fs string) *csi.VolumeCapability {
 // TestSizeIsEnforced writes past a 1 MiB volume through its published
 // path: the tmpfs limit answers ENOSPC, and expansion raises it.
 func TestSizeIsEnforced(t *testing.T) {
-	testenv.RequireRoot(t, "the driver mounts tmpfs volumes")
+	csitest.RequireRoot(t, "the driver mounts tmpfs volumes")
 	state := t.TempDir()
 	d, j, opts, err := open(state, "node-1", 1<<30)
 	if err != nil {

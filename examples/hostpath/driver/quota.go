@@ -4,6 +4,7 @@ package driver
 
 import (
 	"context"
+	"errors"
 	"hash/fnv"
 	"sync"
 
@@ -81,7 +82,15 @@ func (p *projects) release(pid quota.ProjectID, id string) {
 func (d *Driver) checkQuotas(ctx context.Context) {
 	dir := d.volumesRoot()
 	if err := quota.Check(ctx, dir); err != nil {
-		d.log.Warn("directory volumes: capacity is accounted but not enforced: the state directory's filesystem has no project quotas",
+		// Most hosts have no project quotas: that is how the driver runs
+		// there, not a fault, so it is said at INFO with how to change it.
+		// Only a check that could not tell (no ErrUnsupported) warns.
+		log := d.log.Info
+		if !errors.Is(err, quota.ErrUnsupported) {
+			log = d.log.Warn
+		}
+		log("directory volumes: capacity is accounted but not enforced, as the state directory's filesystem has no project quotas "+
+			"(to enforce it, put --state-dir on xfs mounted with prjquota, or on ext4 made with -O quota,project and mounted with prjquota)",
 			"path", dir, "reason", err)
 		return
 	}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package drivertest_test
+package csitest_test
 
 import (
 	"context"
@@ -10,15 +10,16 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/csikit/csikit/internal/drivertest"
+	"github.com/csikit/csikit/csitest"
 )
 
-// TestStartRestartStop builds examples/tmpfs (it serves without root),
-// starts it, and checks that it answers on its socket before and after a
-// restart, that its log is kept, and that a stop is clean and idempotent.
-func TestStartRestartStop(t *testing.T) {
-	bin := drivertest.Build(t, "github.com/csikit/csikit/examples/tmpfs")
-	p := drivertest.Start(t, bin, "--nodeid", "n1", "--state-dir", t.TempDir(), "--log-level", "debug")
+// TestStartProcessRestartStop builds examples/tmpfs (it serves without
+// root), starts it, and checks that it answers on its socket before and
+// after a restart, that its log is kept, and that a stop is clean and
+// idempotent.
+func TestStartProcessRestartStop(t *testing.T) {
+	bin := csitest.Build(t, "github.com/csikit/csikit/examples/tmpfs")
+	p := csitest.StartProcess(t, bin, "--nodeid", "n1", "--state-dir", t.TempDir(), "--log-level", "debug")
 	probe := func(when string) {
 		t.Helper()
 		conn, err := grpc.NewClient(p.Endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -1,0 +1,41 @@
+package csikit_test
+
+import (
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// copyableExamples are the examples a vendor may copy out of this tree
+// whole, tests included: none of their files may import a csikit
+// internal package, which Go refuses to build outside the module.
+var copyableExamples = []string{"examples/minimal", "examples/tmpfs"}
+
+// TestCopyableExamplesImportNoInternal reads the imports of every .go file
+// (tests too) of the copyable examples and fails on a
+// github.com/csikit/csikit/internal/ one: what the examples' tests need
+// from csikit's test support is public (csitest.RequireRoot, Build,
+// StartProcess; sanity).
+func TestCopyableExamplesImportNoInternal(t *testing.T) {
+	for _, dir := range copyableExamples {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil || len(files) == 0 {
+			t.Fatalf("%s: no Go files (%v)", dir, err)
+		}
+		for _, f := range files {
+			af, err := parser.ParseFile(token.NewFileSet(), f, nil, parser.ImportsOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, imp := range af.Imports {
+				path, _ := strconv.Unquote(imp.Path.Value)
+				if strings.HasPrefix(path, "github.com/csikit/csikit/") && (strings.Contains(path, "/internal/") || strings.HasSuffix(path, "/internal")) {
+					t.Errorf("%s imports %s: a copy of the example outside csikit's module cannot build it; use a public package (csitest, sanity) or make what it needs public", f, path)
+				}
+			}
+		}
+	}
+}
