@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/csikit/csikit"
+	"github.com/csikit/csikit/csitest"
 	"github.com/csikit/csikit/examples/hostpath/driver"
-	"github.com/csikit/csikit/internal/drivertest"
 	"github.com/csikit/csikit/internal/testenv"
 	"github.com/csikit/csikit/sanity"
 )
@@ -117,7 +117,7 @@ func TestSanityEndpoint(t *testing.T) {
 	for _, c := range []string{"mkfs.ext4", "resize2fs", "mkfs.xfs", "xfs_growfs"} {
 		testenv.RequireCommand(t, c, map[bool]string{true: "xfsprogs", false: "e2fsprogs"}[strings.Contains(c, "xfs")])
 	}
-	bin := drivertest.Build(t, "github.com/csikit/csikit/examples/hostpath")
+	bin := csitest.Build(t, "github.com/csikit/csikit/examples/hostpath")
 	for _, k := range []struct {
 		name   string
 		access sanity.AccessType
@@ -130,7 +130,7 @@ func TestSanityEndpoint(t *testing.T) {
 		{"block", sanity.BlockAccess, nil, 16 << 20},
 	} {
 		t.Run(k.name, func(t *testing.T) {
-			p := drivertest.Start(t, bin, "--nodeid", "sanity-node", "--state-dir", t.TempDir(), "--log-level", "debug",
+			p := csitest.StartProcess(t, bin, "--nodeid", "sanity-node", "--state-dir", t.TempDir(), "--log-level", "debug",
 				"--enable-attach", "--enable-modify", "--mutable-parameters", "iops")
 			start := time.Now()
 			sanity.Run(t, sanity.Endpoint(p.Endpoint), sanity.Config{
