@@ -14,10 +14,10 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	mountutils "k8s.io/mount-utils"
 
 	"github.com/csikit/csikit/block"
 	"github.com/csikit/csikit/health"
-	"github.com/csikit/csikit/internal/mountpoint"
 	"github.com/csikit/csikit/k8s/keys"
 	"github.com/csikit/csikit/mount"
 	"github.com/csikit/csikit/stats"
@@ -151,15 +151,15 @@ func fsTypeOf(path string) (string, error) {
 	if r, err := filepath.EvalSymlinks(path); err == nil {
 		path = r
 	}
-	mounts, err := mountpoint.List()
+	mounts, err := mountutils.ParseMountInfo("/proc/self/mountinfo")
 	if err != nil {
 		return "", err
 	}
 	best, fsType := -1, ""
 	for _, e := range mounts {
-		if e.Point == path || e.Point == "/" || strings.HasPrefix(path, e.Point+"/") {
-			if len(e.Point) >= best {
-				best, fsType = len(e.Point), e.FSType
+		if e.MountPoint == path || e.MountPoint == "/" || strings.HasPrefix(path, e.MountPoint+"/") {
+			if len(e.MountPoint) >= best {
+				best, fsType = len(e.MountPoint), e.FsType
 			}
 		}
 	}
