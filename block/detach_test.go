@@ -4,10 +4,12 @@ package block_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
@@ -36,6 +38,9 @@ func TestDetachLoopInUse(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), dev) {
 		t.Errorf("error %q does not name %s", err, dev)
+	}
+	if want := fmt.Sprintf("open by pid %d", os.Getpid()); !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not name the holder (%s)", err, want)
 	}
 	info, err := unix.IoctlLoopGetStatus64(int(holder.Fd()))
 	if err != nil {
@@ -173,5 +178,61 @@ func TestDetachLoopMounted(t *testing.T) {
 	}
 	if _, ok, err := block.FindLoop(ctx, file); err != nil || ok {
 		t.Fatalf("FindLoop after DetachLoop: %t, %v, want detached", ok, err)
+	}
+}
+
+// TestDetachLoopWaitsOutTransientOpen: an open that ends by itself (udev's
+// blkid after a size change) does not fail the detach: DetachLoop retries
+// and detaches once the holder lets go.
+func TestDetachLoopWaitsOutTransientOpen(t *testing.T) {
+	requireRoot(t)
+	ctx := context.Background()
+	dev, file := attach(t, 16<<20, block.LoopOptions{})
+	holder, err := os.OpenFile(dev, os.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		time.Sleep(300 * time.Millisecond)
+		holder.Close()
+	}()
+	err = block.DetachLoop(ctx, dev)
+	<-done
+	if err != nil {
+		t.Fatalf("DetachLoop while a holder closes within the retry window: %v", err)
+	}
+	if _, ok, err := block.FindLoop(ctx, file); err != nil || ok {
+		t.Fatalf("FindLoop after DetachLoop: %t, %v, want detached", ok, err)
+	}
+}
+
+// TestDetachLoopNamesMount: a device holding a mounted file system is
+// refused with the mount point named.
+func TestDetachLoopNamesMount(t *testing.T) {
+	requireRoot(t)
+	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
+		testenv.Skip(t, "needs mkfs.ext4 (Debian package e2fsprogs)")
+	}
+	ctx := context.Background()
+	dev, _ := attach(t, 16<<20, block.LoopOptions{})
+	if out, err := exec.Command("mkfs.ext4", "-q", "-F", dev).CombinedOutput(); err != nil {
+		t.Fatalf("mkfs.ext4: %v\n%s", err, out)
+	}
+	mnt := t.TempDir()
+	if err := unix.Mount(dev, mnt, "ext4", 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(mnt, 0) })
+	err := block.DetachLoop(ctx, dev)
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "mounted at "+mnt) {
+		t.Fatalf("DetachLoop of a mounted device: %v; want FailedPrecondition naming %s", err, mnt)
+	}
+	if err := unix.Unmount(mnt, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := block.DetachLoop(ctx, dev); err != nil {
+		t.Fatalf("DetachLoop after the unmount: %v", err)
 	}
 }

@@ -7,11 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
+	mountutils "k8s.io/mount-utils"
 )
 
 // loopSetDirectIO is LOOP_SET_DIRECT_IO, used only on kernels without
@@ -211,10 +214,50 @@ func decodeDev(d uint64) [2]uint32 {
 // refused detach cannot take effect later behind the caller's back.) When
 // nobody else has it open, the device is detached by the time DetachLoop
 // returns.
+//
+// Opens that come and go by themselves — udev's blkid probe after a
+// size change, a monitoring agent's scan — are waited out: a device in
+// use is retried for up to DetachRetryWindow (or until ctx ends), and only
+// then refused, the error naming who holds it where that can be found
+// (processes with it open, a mount of it, a device-mapper holder).
 func DetachLoop(ctx context.Context, dev string) error {
 	if err := checkLoopPath(dev); err != nil {
 		return err
 	}
+	deadline := time.Now().Add(DetachRetryWindow)
+	delay := 10 * time.Millisecond
+	for {
+		err := detachLoopOnce(ctx, dev)
+		if !errors.Is(err, errLoopInUse) {
+			return err
+		}
+		if time.Now().Add(delay).After(deadline) {
+			return errorf(codes.FailedPrecondition, nil,
+				"loop device %s is in use (%s) after %s of retries: not detached; unmount it, close it and retry",
+				dev, loopHolders(dev), DetachRetryWindow)
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctxError(ctx.Err(), "detach %s: in use (%s)", dev, loopHolders(dev))
+		case <-t.C:
+		}
+		delay = min(2*delay, 200*time.Millisecond)
+	}
+}
+
+// DetachRetryWindow is how long DetachLoop retries a device that is in
+// use before refusing: long enough for udev's probes after a change
+// event (tens of milliseconds), short against a CO's call timeout.
+const DetachRetryWindow = 2 * time.Second
+
+// errLoopInUse is detachLoopOnce's refusal: the device is held.
+var errLoopInUse = errors.New("loop device in use")
+
+// detachLoopOnce is one attempt of DetachLoop; a device in use answers
+// errLoopInUse and is left as it was.
+func detachLoopOnce(ctx context.Context, dev string) error {
 	if err := ctx.Err(); err != nil {
 		return ctxError(err, "detach %s", dev)
 	}
@@ -238,7 +281,7 @@ func DetachLoop(ctx context.Context, dev string) error {
 		return nil
 	}
 	if errors.Is(err, unix.EBUSY) { // kernels that refuse instead of deferring
-		return errorf(codes.FailedPrecondition, err, "loop device %s is in use (open or mounted): not detached; unmount it, close it and retry", dev)
+		return errLoopInUse
 	}
 	if err != nil {
 		return errorf(codes.Internal, err, "detach %s", dev)
@@ -251,14 +294,61 @@ func DetachLoop(ctx context.Context, dev string) error {
 	} else if err != nil {
 		return errorf(codes.Internal, err, "read status of %s after detaching", dev)
 	}
-	inUse := errorf(codes.FailedPrecondition, nil, "loop device %s is in use (open or mounted): not detached; unmount it, close it and retry", dev)
 	if before.Flags&unix.LO_FLAGS_AUTOCLEAR == 0 {
 		if err := unix.IoctlLoopSetStatus64(fd, before); err != nil {
 			return errorf(codes.FailedPrecondition, err,
-				"loop device %s is in use (open or mounted), and clearing the autoclear flag LOOP_CLR_FD set failed: it will detach when its last user closes it", dev)
+				"loop device %s is in use (%s), and clearing the autoclear flag LOOP_CLR_FD set failed: it will detach when its last user closes it", dev, loopHolders(dev))
 		}
 	}
-	return inUse
+	return errLoopInUse
+}
+
+// loopHolders says who holds dev, as far as /proc and /sys tell: the
+// processes with it open (this one included), the mount points of a file
+// system on it, the device-mapper devices built on it. It is for an error
+// message; what cannot be read is left out.
+func loopHolders(dev string) string {
+	var st unix.Stat_t
+	if err := unix.Stat(dev, &st); err != nil {
+		return "open or mounted"
+	}
+	path, err := filepath.EvalSymlinks(dev)
+	if err != nil {
+		path = dev
+	}
+	var held []string
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil {
+			continue
+		}
+		fds, _ := os.ReadDir("/proc/" + p.Name() + "/fd")
+		for _, f := range fds {
+			// The link's text, never a stat through it: a descriptor
+			// of a file on a hung FUSE mount would block a stat.
+			if target, err := os.Readlink("/proc/" + p.Name() + "/fd/" + f.Name()); err == nil && target == path {
+				comm, _ := os.ReadFile("/proc/" + p.Name() + "/comm")
+				held = append(held, fmt.Sprintf("open by pid %d (%s)", pid, strings.TrimSpace(string(comm))))
+				break
+			}
+		}
+	}
+	if mounts, err := mountutils.ParseMountInfo("/proc/self/mountinfo"); err == nil {
+		for _, m := range mounts {
+			if uint32(m.Major) == unix.Major(st.Rdev) && uint32(m.Minor) == unix.Minor(st.Rdev) {
+				held = append(held, "mounted at "+m.MountPoint)
+			}
+		}
+	}
+	holders, _ := os.ReadDir("/sys/class/block/" + filepath.Base(dev) + "/holders")
+	for _, h := range holders {
+		held = append(held, "held by "+h.Name())
+	}
+	if len(held) == 0 {
+		return "open or mounted"
+	}
+	return strings.Join(held, ", ")
 }
 
 // RefreshLoopSize makes the loop device dev pick up the current size of its
