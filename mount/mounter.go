@@ -1,6 +1,7 @@
 package mount
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -36,6 +37,10 @@ type ExitError struct {
 	Code int
 	// Output is its combined stdout and stderr.
 	Output []byte
+	// Stdout and Stderr are the two streams apart, when the Runner kept
+	// them (ExecRunner does); the Mounter's error messages summarise them
+	// with Summarize, and fall back to Output when both are nil.
+	Stdout, Stderr []byte
 }
 
 // Error describes the command and its exit status.
@@ -55,22 +60,49 @@ func (e *ExitError) ExitStatus() int { return e.Code }
 
 // ExecRunner returns the default Runner: os/exec with the context's
 // deadline, LC_ALL=C so output parses the same everywhere, and a grace of
-// WaitDelay for stray children holding the output pipe.
+// WaitDelay for stray children holding the output pipe. It returns the
+// combined output, in the order written, and keeps stdout and stderr apart
+// in an *ExitError too, so the cause a tool writes to stderr is not lost
+// under its progress on stdout.
 func ExecRunner() Runner {
 	return RunnerFunc(func(ctx context.Context, name string, args ...string) ([]byte, error) {
 		cmd := exec.CommandContext(ctx, name, args...)
 		cmd.Env = append(cmd.Environ(), "LC_ALL=C")
 		cmd.WaitDelay = 5 * time.Second
-		out, err := cmd.CombinedOutput()
+		var c combined
+		cmd.Stdout, cmd.Stderr = &stream{c: &c}, &stream{c: &c}
+		err := cmd.Run()
+		out := c.all.Bytes()
 		if ctx.Err() != nil && err != nil {
 			return out, fmt.Errorf("%s: %w", name, ctx.Err())
 		}
 		var ee *exec.ExitError
 		if errors.As(err, &ee) && ee.Exited() {
-			return out, &ExitError{Command: name, Code: ee.ExitCode(), Output: out}
+			return out, &ExitError{Command: name, Code: ee.ExitCode(), Output: out,
+				Stdout: cmd.Stdout.(*stream).buf.Bytes(), Stderr: cmd.Stderr.(*stream).buf.Bytes()}
 		}
 		return out, err
 	})
+}
+
+// combined is a command's output in the order it was written, fed by two
+// streams that also keep their own copies.
+type combined struct {
+	mu  sync.Mutex
+	all bytes.Buffer
+}
+
+// stream is one of a command's output streams.
+type stream struct {
+	c   *combined
+	buf bytes.Buffer
+}
+
+func (s *stream) Write(p []byte) (int, error) {
+	s.c.mu.Lock()
+	defer s.c.mu.Unlock()
+	s.c.all.Write(p)
+	return s.buf.Write(p)
 }
 
 // Options configures a Mounter. The zero value is ready to use.

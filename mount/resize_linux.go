@@ -58,7 +58,7 @@ func (m *Mounter) Resize(ctx context.Context, o ResizeOptions) (bool, error) {
 		if ctx.Err() != nil {
 			return false, ctxError(ctx.Err(), "resize %s", o.Device)
 		}
-		return false, errorf(codes.Internal, err, "resize %s at %s%s", o.Device, o.Path, outputSuffix(out))
+		return false, errorf(codes.Internal, err, "resize %s at %s%s", o.Device, o.Path, outputSuffix(out, err))
 	}
 	after, err := fsBytes(o.Path)
 	if err != nil {

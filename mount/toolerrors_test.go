@@ -1,0 +1,107 @@
+//go:build linux
+
+package mount_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/csikit/csikit/mount"
+	"google.golang.org/grpc/codes"
+)
+
+// The tests below drive the Mounter into the real failures of the tools it
+// runs and check that the error names the tool's reason, not a line of its
+// progress or usage text, with the same gRPC code as before.
+
+// TestStageXFSTooSmallNamesCause formats a 64 MiB device as xfs: mkfs.xfs
+// refuses with "Filesystem must be larger than 300MB." and then prints its
+// whole usage text, whose last line used to be the message.
+func TestStageXFSTooSmallNamesCause(t *testing.T) {
+	requireTool(t, "mkfs.xfs", "xfsprogs")
+	dev, _ := loopDevice(t, 64<<20)
+	target := filepath.Join(t.TempDir(), "staging")
+	cleanupMounts(t, target)
+	err := mount.New(mount.Options{}).Stage(context.Background(), mount.StageOptions{Device: dev, Target: target, FSType: "xfs"})
+	wantCode(t, err, codes.Internal)
+	if want := "Filesystem must be larger than 300MB."; !strings.Contains(err.Error(), ": "+want) {
+		t.Fatalf("error %q: want mkfs.xfs's reason %q", err, want)
+	}
+}
+
+// TestResizeWithoutCapSysResourceNamesCause runs the real resize2fs on a
+// mounted ext4 that its device outgrew, without CAP_SYS_RESOURCE (dropped
+// from its bounding set by setpriv, so the test does not depend on what
+// this process holds). The kernel refuses; resize2fs says so on stderr
+// while its progress ("old_desc_blocks = 1, new_desc_blocks = 1") on
+// stdout used to win.
+func TestResizeWithoutCapSysResourceNamesCause(t *testing.T) {
+	requireTool(t, "mkfs.ext4", "e2fsprogs")
+	requireTool(t, "setpriv", "util-linux")
+	dev, file := loopDevice(t, 32<<20)
+	ctx := context.Background()
+	staging := filepath.Join(t.TempDir(), "staging")
+	cleanupMounts(t, staging)
+	if err := mount.New(mount.Options{}).Stage(ctx, mount.StageOptions{Device: dev, Target: staging}); err != nil {
+		t.Fatal(err)
+	}
+	growLoop(t, dev, file, 64<<20)
+	real := mount.ExecRunner()
+	m := newMounter(mount.RunnerFunc(func(ctx context.Context, name string, args ...string) ([]byte, error) {
+		if name == "resize2fs" {
+			args = append([]string{"--bounding-set=-sys_resource", "--inh-caps=-sys_resource", name}, args...)
+			name = "setpriv"
+		}
+		return real.Run(ctx, name, args...)
+	}))
+	_, err := m.Resize(ctx, mount.ResizeOptions{Device: dev, Path: staging})
+	wantCode(t, err, codes.Internal)
+	if want := "resize2fs: Permission denied to resize filesystem"; !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %q: want resize2fs's reason %q", err, want)
+	}
+}
+
+// TestStageFsckUncorrectableNamesCause stages an ext4 whose group
+// descriptors are overwritten: fsck -a gives up with exit status 4 and says
+// why on stderr, after a page of notes on stdout.
+func TestStageFsckUncorrectableNamesCause(t *testing.T) {
+	requireTool(t, "mkfs.ext4", "e2fsprogs")
+	dev, _ := loopDevice(t, 8<<20)
+	ctx := context.Background()
+	if out, err := mount.ExecRunner().Run(ctx, "mkfs.ext4", "-q", "-F", "-b", "1024", dev); err != nil {
+		t.Fatalf("mkfs.ext4: %v: %s", err, out)
+	}
+	f, err := os.OpenFile(dev, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	junk := []byte(strings.Repeat("\xff", 2048))
+	if _, err := f.WriteAt(junk, 2048); err != nil { // blocks 2-3: the group descriptors
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	target := filepath.Join(t.TempDir(), "staging")
+	cleanupMounts(t, target)
+	err = mount.New(mount.Options{}).Stage(ctx, mount.StageOptions{Device: dev, Target: target, FSType: "ext4"})
+	wantCode(t, err, codes.FailedPrecondition)
+	if want := "UNEXPECTED INCONSISTENCY; RUN fsck MANUALLY."; !strings.Contains(err.Error(), want) {
+		t.Fatalf("error %q: want fsck's reason %q", err, want)
+	}
+}
+
+// growLoop grows the file behind a loop device to size and has the kernel
+// see the new size.
+func growLoop(t *testing.T, dev, file string, size int64) {
+	t.Helper()
+	if err := os.Truncate(file, size); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := mount.ExecRunner().Run(context.Background(), "losetup", "-c", dev); err != nil {
+		t.Fatalf("losetup -c %s: %v: %s", dev, err, out)
+	}
+}
