@@ -54,6 +54,16 @@ func Summarize(stdout, stderr []byte) string {
 	return s
 }
 
+// Summary is the cause of the failure for an error message: Summarize of
+// Stdout and Stderr when the Runner kept them apart, else the last
+// meaningful line of Output.
+func (e *ExitError) Summary() string {
+	if e.Stdout != nil || e.Stderr != nil {
+		return Summarize(e.Stdout, e.Stderr)
+	}
+	return Summarize(e.Output, nil)
+}
+
 // summary is the cause of a failed command: Summarize of its streams when
 // err is an *ExitError that kept them apart, else the last meaningful line
 // of out, the combined output a custom Runner returned (where the reason
@@ -61,7 +71,7 @@ func Summarize(stdout, stderr []byte) string {
 func summary(out []byte, err error) string {
 	var ee *ExitError
 	if errors.As(err, &ee) && (ee.Stdout != nil || ee.Stderr != nil) {
-		return Summarize(ee.Stdout, ee.Stderr)
+		return ee.Summary()
 	}
 	return Summarize(out, nil)
 }
