@@ -5,10 +5,12 @@ package mount_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/csikit/csikit/caps"
 	"github.com/csikit/csikit/mount"
 	"google.golang.org/grpc/codes"
 )
@@ -103,5 +105,54 @@ func growLoop(t *testing.T, dev, file string, size int64) {
 	}
 	if out, err := mount.ExecRunner().Run(context.Background(), "losetup", "-c", dev); err != nil {
 		t.Fatalf("losetup -c %s: %v: %s", dev, err, out)
+	}
+}
+
+// noCapEnv marks the child of TestResizeNamesMissingCapability, run
+// without CAP_SYS_RESOURCE.
+const noCapEnv = "CSIKIT_TEST_WITHOUT_SYS_RESOURCE"
+
+// TestResizeNamesMissingCapability runs itself again without
+// CAP_SYS_RESOURCE (setpriv drops it from the bounding set, so the child
+// lacks it whatever this process holds). There, CanResizeOnline("ext4")
+// is false while xfs's CAP_SYS_ADMIN stays, and the real resize2fs's
+// failure says which capability is missing and how to grant it.
+func TestResizeNamesMissingCapability(t *testing.T) {
+	if os.Getenv(noCapEnv) == "" {
+		requireRoot(t)
+		requireTool(t, "setpriv", "util-linux")
+		cmd := exec.Command("setpriv", "--bounding-set=-sys_resource", "--inh-caps=-sys_resource",
+			os.Args[0], "-test.run=^TestResizeNamesMissingCapability$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), noCapEnv+"=1")
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestResizeNamesMissingCapability") {
+			t.Fatalf("child without CAP_SYS_RESOURCE: %v\n%s", err, out)
+		}
+		return
+	}
+	if has, err := caps.Has(caps.SysResource); err != nil || has {
+		t.Fatalf("child: Has(SysResource) = %t, %v: want false", has, err)
+	}
+	if mount.CanResizeOnline("ext4") || !mount.CanResizeOnline("xfs") || mount.CanResizeOnline("btrfs") {
+		t.Fatalf("CanResizeOnline: ext4 %t, xfs %t, btrfs %t: want false, true, false",
+			mount.CanResizeOnline("ext4"), mount.CanResizeOnline("xfs"), mount.CanResizeOnline("btrfs"))
+	}
+	requireTool(t, "mkfs.ext4", "e2fsprogs")
+	dev, file := loopDevice(t, 32<<20)
+	ctx := context.Background()
+	staging := filepath.Join(t.TempDir(), "staging")
+	cleanupMounts(t, staging)
+	m := mount.New(mount.Options{})
+	if err := m.Stage(ctx, mount.StageOptions{Device: dev, Target: staging}); err != nil {
+		t.Fatal(err)
+	}
+	growLoop(t, dev, file, 64<<20)
+	_, err := m.Resize(ctx, mount.ResizeOptions{Device: dev, Path: staging})
+	t.Logf("Resize without CAP_SYS_RESOURCE: %v", err)
+	wantCode(t, err, codes.Internal)
+	for _, want := range []string{"resize2fs: Permission denied to resize filesystem", "lacks CAP_SYS_RESOURCE", "add SYS_RESOURCE"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %q: want it to say %q", err, want)
+		}
 	}
 }
