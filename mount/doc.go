@@ -68,6 +68,12 @@
 //     cost one statx (or openat2) call however many mounts the node has.
 //   - External commands (blkid, fsck, mkfs.*, resize2fs, xfs_growfs, mount) run
 //     through the Runner with the call's context, so a deadline ends them.
+//     A failure's message names the tool's reason (Summarize): the first
+//     meaningful lines of its stderr, not its version banner, usage text or
+//     progress on stdout.
+//   - Growing a mounted file system needs a capability of the process
+//     (CAP_SYS_RESOURCE for ext4, CAP_SYS_ADMIN for xfs): CanResizeOnline
+//     says whether it is held, and Resize's failure names the missing one.
 //   - Sensitive mount options are never logged or put into errors.
 //   - Errors carry gRPC codes (a GRPCStatus method) and unwrap to their
 //     cause, so a driver returns them from CSI handlers unchanged.

@@ -177,6 +177,13 @@ func TestExecRunner(t *testing.T) {
 	if string(out) != "out\nerr\n" {
 		t.Fatalf("combined output: got %q, want %q", out, "out\nerr\n")
 	}
+	if string(ee.Stdout) != "out\n" || string(ee.Stderr) != "err\n" {
+		t.Fatalf("streams: got stdout %q, stderr %q, want them apart", ee.Stdout, ee.Stderr)
+	}
+	out, _ = r.Run(ctx, "sh", "-c", "echo err >&2; sleep 0.05; echo out; exit 3")
+	if string(out) != "out\nerr\n" {
+		t.Fatalf("output: got %q, want stdout then stderr", out)
+	}
 	dctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
 	_, err = r.Run(dctx, "sleep", "10")

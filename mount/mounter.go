@@ -1,6 +1,7 @@
 package mount
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,8 +14,9 @@ import (
 )
 
 // Runner runs an external command with argv semantics (no shell) and returns
-// its combined output. A command that ran and exited non-zero returns an
-// *ExitError; a command cut short by ctx returns an error wrapping ctx.Err().
+// its output (ExecRunner's: stdout, then stderr). A command that ran and
+// exited non-zero returns an *ExitError; a command cut short by ctx returns
+// an error wrapping ctx.Err().
 // Tests inject a scripted Runner through Options.
 type Runner interface {
 	Run(ctx context.Context, name string, args ...string) ([]byte, error)
@@ -34,8 +36,12 @@ type ExitError struct {
 	Command string
 	// Code is its exit status.
 	Code int
-	// Output is its combined stdout and stderr.
+	// Output is what the Runner returned: its stdout and stderr.
 	Output []byte
+	// Stdout and Stderr are the two streams apart, when the Runner kept
+	// them (ExecRunner does); the Mounter's error messages summarise them
+	// with Summarize, and fall back to Output when both are nil.
+	Stdout, Stderr []byte
 }
 
 // Error describes the command and its exit status.
@@ -55,19 +61,26 @@ func (e *ExitError) ExitStatus() int { return e.Code }
 
 // ExecRunner returns the default Runner: os/exec with the context's
 // deadline, LC_ALL=C so output parses the same everywhere, and a grace of
-// WaitDelay for stray children holding the output pipe.
+// WaitDelay for stray children holding an output pipe. The output it
+// returns is stdout followed by stderr, each whole (not interleaved), and
+// its *ExitError keeps the two apart in Stdout and Stderr, so the cause a
+// tool writes to stderr is not lost under its progress on stdout.
 func ExecRunner() Runner {
 	return RunnerFunc(func(ctx context.Context, name string, args ...string) ([]byte, error) {
 		cmd := exec.CommandContext(ctx, name, args...)
 		cmd.Env = append(cmd.Environ(), "LC_ALL=C")
 		cmd.WaitDelay = 5 * time.Second
-		out, err := cmd.CombinedOutput()
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		out := append(append([]byte(nil), stdout.Bytes()...), stderr.Bytes()...)
 		if ctx.Err() != nil && err != nil {
 			return out, fmt.Errorf("%s: %w", name, ctx.Err())
 		}
 		var ee *exec.ExitError
 		if errors.As(err, &ee) && ee.Exited() {
-			return out, &ExitError{Command: name, Code: ee.ExitCode(), Output: out}
+			return out, &ExitError{Command: name, Code: ee.ExitCode(), Output: out,
+				Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
 		}
 		return out, err
 	})

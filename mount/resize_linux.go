@@ -14,7 +14,9 @@ import (
 // reports whether the file system grew, measured with statfs before and
 // after, so a retry after a completed resize reports false. o.Path must be
 // a mount of o.Device (codes.FailedPrecondition otherwise); other file
-// systems give codes.InvalidArgument.
+// systems give codes.InvalidArgument. The kernel grows a mounted file system
+// only for a process with the right capability (see CanResizeOnline); when
+// this process lacks it, a failure's message names it.
 func (m *Mounter) Resize(ctx context.Context, o ResizeOptions) (bool, error) {
 	if err := checkPath("device", o.Device); err != nil {
 		return false, err
@@ -58,7 +60,7 @@ func (m *Mounter) Resize(ctx context.Context, o ResizeOptions) (bool, error) {
 		if ctx.Err() != nil {
 			return false, ctxError(ctx.Err(), "resize %s", o.Device)
 		}
-		return false, errorf(codes.Internal, err, "resize %s at %s%s", o.Device, o.Path, outputSuffix(out))
+		return false, errorf(codes.Internal, err, "resize %s at %s%s%s", o.Device, o.Path, outputSuffix(out, err), missingCapability(format))
 	}
 	after, err := fsBytes(o.Path)
 	if err != nil {

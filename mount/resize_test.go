@@ -26,8 +26,8 @@ func TestResizeOnline(t *testing.T) {
 		t.Run(tc.fstype, func(t *testing.T) {
 			requireTool(t, tc.tool, tc.pkg)
 			requireTool(t, "mkfs."+tc.fstype, tc.pkg)
-			if tc.fstype == "ext4" && !hasCapability(t, unix.CAP_SYS_RESOURCE) {
-				t.Skip("needs CAP_SYS_RESOURCE: the kernel refuses ext4 online resize (EXT4_IOC_RESIZE_FS) without it")
+			if c, _ := mount.ResizeCapability(tc.fstype); !mount.CanResizeOnline(tc.fstype) {
+				t.Skipf("needs %s: the kernel refuses to grow a mounted %s without it", c, tc.fstype)
 			}
 			dev, file := loopDevice(t, tc.size)
 			ctx := context.Background()
@@ -79,16 +79,6 @@ func TestResizeErrors(t *testing.T) {
 	wantCode(t, err, codes.InvalidArgument)
 	_, err = m.Resize(ctx, mount.ResizeOptions{Device: "/dev/csikit-missing", Path: t.TempDir()})
 	wantCode(t, err, codes.NotFound)
-}
-
-func hasCapability(t *testing.T, c int) bool {
-	t.Helper()
-	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
-	var data [2]unix.CapUserData
-	if err := unix.Capget(&hdr, &data[0]); err != nil {
-		t.Fatal(err)
-	}
-	return data[c/32].Effective&(1<<(c%32)) != 0
 }
 
 func fsSize(t *testing.T, p string) int64 {

@@ -297,7 +297,7 @@ func (m *Mounter) formatIfBlank(ctx context.Context, o StageOptions) error {
 		if ctx.Err() != nil {
 			return ctxError(ctx.Err(), "format %s", o.Device)
 		}
-		return errorf(codes.Internal, err, "format %s as %s%s", o.Device, o.FSType, outputSuffix(out))
+		return errorf(codes.Internal, err, "format %s as %s%s", o.Device, o.FSType, outputSuffix(out, err))
 	}
 	return nil
 }
@@ -318,11 +318,11 @@ func (m *Mounter) fsck(ctx context.Context, o StageOptions) error {
 	case ctx.Err() != nil:
 		return ctxError(ctx.Err(), "fsck %s", o.Device)
 	case errors.As(err, &ee) && (ee.Code == 1 || ee.Code == 2):
-		m.log.WarnContext(ctx, "fsck corrected errors", "device", o.Device, "output", lastLine(out))
+		m.log.WarnContext(ctx, "fsck corrected errors", "device", o.Device, "output", summary(out, err))
 		return nil
 	case errors.As(err, &ee) && ee.Code&4 != 0:
 		return errorf(codes.FailedPrecondition, err,
-			"file system on %s has errors fsck could not correct: repair it by hand%s", o.Device, outputSuffix(out))
+			"file system on %s has errors fsck could not correct: repair it by hand%s", o.Device, outputSuffix(out, err))
 	default:
 		m.log.WarnContext(ctx, "fsck failed to run; mounting anyway", "device", o.Device, "err", err)
 		return nil
@@ -359,7 +359,7 @@ func (m *Mounter) helperMount(ctx context.Context, o StageOptions) error {
 			return ctxError(ctx.Err(), "mount %s", o.Target)
 		}
 		// The output of a helper may echo options; report only a summary.
-		msg := outputSuffix(out)
+		msg := outputSuffix(out, err)
 		if len(o.SensitiveMountFlags) > 0 {
 			msg = " (output withheld: sensitive mount options)"
 		}
@@ -368,21 +368,4 @@ func (m *Mounter) helperMount(ctx context.Context, o StageOptions) error {
 	m.log.InfoContext(ctx, "staged", "device", o.Device, "target", o.Target, "fstype", o.FSType,
 		"options", o.MountFlags, "readOnly", o.ReadOnly, "helper", true)
 	return nil
-}
-
-// lastLine returns the last non-empty line of a command's output, where
-// tools put the reason they failed (the first is often a version banner).
-func lastLine(out []byte) string {
-	s := strings.TrimSpace(string(out))
-	return s[strings.LastIndexByte(s, '\n')+1:]
-}
-
-// outputSuffix is ": " and the last line of a failed command's output, to
-// end a message with, or "" when the command printed nothing — so a
-// message never holds an empty fragment ("format …: : exec: …").
-func outputSuffix(out []byte) string {
-	if line := lastLine(out); line != "" {
-		return ": " + line
-	}
-	return ""
 }

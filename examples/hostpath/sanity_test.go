@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,27 +15,9 @@ import (
 	"github.com/csikit/csikit/csitest"
 	"github.com/csikit/csikit/examples/hostpath/driver"
 	"github.com/csikit/csikit/internal/testenv"
+	"github.com/csikit/csikit/mount"
 	"github.com/csikit/csikit/sanity"
 )
-
-// hasCapSysResource reports whether the process has CAP_SYS_RESOURCE in
-// its effective set (bit 24 of CapEff in /proc/self/status).
-func hasCapSysResource(t *testing.T) bool {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
-			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return caps&(1<<24) != 0
-		}
-	}
-	return false
-}
 
 // TestSanity runs the conformance harness against the hostpath driver in
 // both access types, served in-process through csikit and restarted on its
@@ -90,7 +71,7 @@ func TestSanity(t *testing.T) {
 // (resize2fs then fails with "Permission denied").
 func resizeSkips(t *testing.T) map[string]string {
 	skip := map[string]string{}
-	if !hasCapSysResource(t) {
+	if !mount.CanResizeOnline("ext4") {
 		why := "ext4 online resize needs CAP_SYS_RESOURCE, which this test process lacks"
 		skip["mount/Expansion/NodeExpandVolume/after_publish"] = why
 		skip["mount/DataPath/expansion_visible_on_node"] = why

@@ -9,8 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +16,7 @@ import (
 	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/examples/rbd/driver"
 	"github.com/csikit/csikit/examples/rbd/internal/cephtest"
+	"github.com/csikit/csikit/mount"
 	"github.com/csikit/csikit/sanity"
 )
 
@@ -62,7 +61,7 @@ func (k sanityKind) config(t *testing.T, c cephtest.Cluster, log func() ([]byte,
 		}
 	}
 	skip := map[string]string{}
-	if k.name == "ext4" && !hasCapSysResource(t) {
+	if k.name == "ext4" && !mount.CanResizeOnline("ext4") {
 		// ext4 online resize (EXT4_IOC_RESIZE_FS) needs CAP_SYS_RESOURCE;
 		// without it resize2fs fails with "Permission denied".
 		why := "ext4 online resize needs CAP_SYS_RESOURCE, which this test process lacks"
@@ -169,23 +168,4 @@ func TestSanityEndpoint(t *testing.T) {
 			t.Logf("sanity by endpoint against the rbd binary (%s) took %v", kind.name, time.Since(began))
 		})
 	}
-}
-
-// hasCapSysResource reports whether the process has CAP_SYS_RESOURCE in
-// its effective set (bit 24 of CapEff in /proc/self/status).
-func hasCapSysResource(t *testing.T) bool {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
-			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return caps&(1<<24) != 0
-		}
-	}
-	return false
 }

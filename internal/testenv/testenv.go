@@ -5,7 +5,7 @@
 // which .ci/run sets, because CI runs as root with every tool installed — the
 // same test fails instead, so a real test can never go green by skipping.
 // The one exception is SkipWithoutCapability: a capability this process
-// provably lacks (its bit is clear in CapEff of /proc/self/status) is not
+// provably lacks (caps.Has says so) is not
 // something CI can install, so that skip stays a skip.
 package testenv
 
@@ -15,9 +15,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/csikit/csikit/caps"
 )
 
 // StrictEnv is the environment variable that turns skips into failures.
@@ -62,45 +63,15 @@ func RequireCommand(tb testing.TB, name, pkg string) {
 	}
 }
 
-// Capability numbers from linux/capability.h for SkipWithoutCapability.
-const (
-	CapSysAdmin    = 21
-	CapSysResource = 24
-)
-
-// HasCapability reports whether the capability bit is set in this
-// process's effective set. ok is false when that cannot be read.
-func HasCapability(capNum int) (has, ok bool) {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return false, false
-	}
-	defer f.Close()
-	s := bufio.NewScanner(f)
-	for s.Scan() {
-		line := s.Text()
-		if !strings.HasPrefix(line, "CapEff:") {
-			continue
-		}
-		v, err := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(line, "CapEff:")), 16, 64)
-		if err != nil {
-			return false, false
-		}
-		return v&(1<<uint(capNum)) != 0, true
-	}
-	return false, false
-}
-
 // SkipWithoutCapability skips when the process provably lacks the capability
 // (even under Strict: CI cannot grant it), with reason in the message.
-// When the capability is held, or CapEff cannot be read, it returns and the
-// test goes on; a test that then meets the kernel's refusal anyway must call
+// When the capability is held, or cannot be read, it returns and the test
+// goes on; a test that then meets the kernel's refusal anyway must call
 // Skip, which fails under Strict.
-func SkipWithoutCapability(tb testing.TB, capNum int, name, reason string) {
+func SkipWithoutCapability(tb testing.TB, c caps.Cap, reason string) {
 	tb.Helper()
-	has, ok := HasCapability(capNum)
-	if ok && !has {
-		tb.Skipf("needs %s, which this process lacks (CapEff): %s", name, reason)
+	if has, err := caps.Has(c); err == nil && !has {
+		tb.Skipf("needs %s, which this process lacks: %s", c, reason)
 	}
 }
 

@@ -79,14 +79,20 @@ func keyFile(dir, content string) (string, func(), error) {
 	return p, func() { _ = os.Remove(p) }, nil
 }
 
-// runErr turns a failed tool run into a status; output is included (the
-// tools never print keys, which are only in files).
+// runErr turns a failed tool run into a status naming the tool's reason:
+// the summary of its stderr when the Runner kept the streams apart (as
+// mount.ExecRunner does), else the tail of its output (the tools never
+// print keys, which are only in files).
 func runErr(err error, out []byte, what string) error {
 	if err == nil {
 		return nil
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return status.Errorf(codes.DeadlineExceeded, "%s: %v", what, err)
+	}
+	var ee *mount.ExitError
+	if errors.As(err, &ee) && (ee.Stdout != nil || ee.Stderr != nil) {
+		return status.Errorf(codes.Internal, "%s: %v: %s", what, err, ee.Summary())
 	}
 	msg := strings.TrimSpace(string(out))
 	if len(msg) > 500 {
