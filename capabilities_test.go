@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/csikit/csikit"
+	"github.com/csikit/csikit/internal/testenv"
 	"github.com/csikit/csikit/k8s/csidriver"
 )
 
@@ -81,12 +82,12 @@ func TestCapabilitiesControllerOnly(t *testing.T) {
 	}
 	// Node RPCs of a controller-only plugin are unimplemented.
 	_, err := s.node().NodeGetCapabilities(context.Background(), &csi.NodeGetCapabilitiesRequest{})
-	wantCode(t, err, codes.Unimplemented)
+	testenv.WantCode(t, err, codes.Unimplemented)
 	_, err = s.node().NodePublishVolume(context.Background(), &csi.NodePublishVolumeRequest{})
-	wantCode(t, err, codes.Unimplemented)
+	testenv.WantCode(t, err, codes.Unimplemented)
 	// So are alpha RPCs the driver implements without opting in.
 	_, err = s.controller().ControllerGetVolume(context.Background(), &csi.ControllerGetVolumeRequest{VolumeId: "vol-a"})
-	wantCode(t, err, codes.Unimplemented)
+	testenv.WantCode(t, err, codes.Unimplemented)
 }
 
 func TestCapabilitiesNodeOnly(t *testing.T) {
@@ -188,7 +189,7 @@ func TestCapabilitiesFullDriverWithAlpha(t *testing.T) {
 	_, err = s.controller().ValidateVolumeCapabilities(context.Background(), &csi.ValidateVolumeCapabilitiesRequest{
 		VolumeId: "missing", VolumeCapabilities: []*csi.VolumeCapability{mountCap(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER)},
 	})
-	wantCode(t, err, codes.NotFound)
+	testenv.WantCode(t, err, codes.NotFound)
 }
 
 func TestPluginInfoAndProbe(t *testing.T) {
@@ -215,7 +216,7 @@ func (*notReady) Probe(context.Context, *csi.ProbeRequest) (*csi.ProbeResponse, 
 func TestProbeFromProber(t *testing.T) {
 	s := serve(t, &notReady{}, csikit.Options{})
 	_, err := s.identity().Probe(context.Background(), &csi.ProbeRequest{})
-	wantCode(t, err, codes.FailedPrecondition)
+	testenv.WantCode(t, err, codes.FailedPrecondition)
 }
 
 func TestCSIDriverFollowsCapabilities(t *testing.T) {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/csikit/csikit"
+	"github.com/csikit/csikit/internal/testenv"
 )
 
 func TestValidationRunsBeforeTheDriver(t *testing.T) {
@@ -61,7 +62,7 @@ func TestValidationRunsBeforeTheDriver(t *testing.T) {
 		}, codes.InvalidArgument},
 	}
 	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) { wantCode(t, c.call(), c.want) })
+		t.Run(c.name, func(t *testing.T) { testenv.WantCode(t, c.call(), c.want) })
 	}
 	if n := d.creates.Load(); n != 0 {
 		t.Errorf("driver CreateVolume calls: got %d, want 0 (validation must answer first)", n)
@@ -80,7 +81,7 @@ func TestValidationRunsBeforeTheDriver(t *testing.T) {
 }
 
 func TestPanicBecomesInternalAndServerKeepsServing(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	d := &ctrlDriver{create: func(ctx context.Context, r *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
 		if r.GetName() == "boom" {
 			panic("driver bug")
@@ -89,7 +90,7 @@ func TestPanicBecomesInternalAndServerKeepsServing(t *testing.T) {
 	}}
 	s := serve(t, d, csikit.Options{Logger: debugLogger(logs)})
 	_, err := s.controller().CreateVolume(context.Background(), newCreate("boom"))
-	wantCode(t, err, codes.Internal)
+	testenv.WantCode(t, err, codes.Internal)
 	if strings.Contains(err.Error(), "driver bug") {
 		t.Errorf("panic value leaked to the client: %v", err)
 	}
@@ -98,7 +99,7 @@ func TestPanicBecomesInternalAndServerKeepsServing(t *testing.T) {
 	}
 	// The same name (now free again) can be retried: the panic released its lock.
 	_, err = s.controller().CreateVolume(context.Background(), newCreate("boom"))
-	wantCode(t, err, codes.Internal)
+	testenv.WantCode(t, err, codes.Internal)
 	out := logs.String()
 	if n := strings.Count(out, `"msg":"panic recovered"`); n != 2 {
 		t.Errorf("panics logged: got %d, want one per panic (2):\n%s", n, out)
@@ -114,7 +115,7 @@ func TestPanicBecomesInternalAndServerKeepsServing(t *testing.T) {
 }
 
 func TestSecretsNeverLogged(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	const secret = "s3cr3t-value-Zq9"
 	d := &fullDriver{}
 	d.ctrlDriver.create = func(ctx context.Context, r *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
@@ -126,7 +127,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 	r.Secrets = map[string]string{"password": secret}
 	r.Parameters = map[string]string{"pool": "fast"}
 	_, err := s.controller().CreateVolume(ctx, r)
-	wantCode(t, err, codes.ResourceExhausted)
+	testenv.WantCode(t, err, codes.ResourceExhausted)
 	_, err = s.node().NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{
 		VolumeId: "v", StagingTargetPath: "/s", VolumeCapability: mountCap(csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER),
 		Secrets: map[string]string{"key": secret},
@@ -138,7 +139,7 @@ func TestSecretsNeverLogged(t *testing.T) {
 	bad := newCreate("")
 	bad.Secrets = map[string]string{"password": secret}
 	_, err = s.controller().CreateVolume(ctx, bad)
-	wantCode(t, err, codes.InvalidArgument)
+	testenv.WantCode(t, err, codes.InvalidArgument)
 	if strings.Contains(err.Error(), secret) {
 		t.Errorf("secret in an error message: %v", err)
 	}
@@ -177,7 +178,7 @@ func TestSameVolumeConcurrentCallsAbort(t *testing.T) {
 	}()
 	<-started
 	_, err := s.node().NodePublishVolume(context.Background(), req("hot"))
-	wantCode(t, err, codes.Aborted)
+	testenv.WantCode(t, err, codes.Aborted)
 	if !strings.Contains(err.Error(), "NodePublishVolume") {
 		t.Errorf("Aborted message should name the holder RPC: %v", err)
 	}

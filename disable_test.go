@@ -160,3 +160,33 @@ func (d *nilSafeDriver) ControllerUnpublishVolume(context.Context, *csi.Controll
 	_ = d.state["x"]
 	return nil, nil
 }
+
+// Server.Probe, which /healthz asks (metrics.IdentityProbe(srv)), answers
+// as the gRPC Probe does: with Prober disabled both are ready although the
+// driver's own Probe fails, and with it enabled both fail.
+func TestServerProbeHonoursDisable(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		name    string
+		disable []reflect.Type
+		want    codes.Code
+	}{
+		{"prober enabled", nil, codes.FailedPrecondition},
+		{"prober disabled", []reflect.Type{reflect.TypeFor[csikit.Prober]()}, codes.OK},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := serve(t, &notReady{}, csikit.Options{Disable: c.disable})
+			grpcResp, err := s.identity().Probe(ctx, &csi.ProbeRequest{})
+			if status.Code(err) != c.want {
+				t.Fatalf("gRPC Probe: %v, %v; want %v", grpcResp, err, c.want)
+			}
+			resp, err := s.srv.Probe(ctx, &csi.ProbeRequest{})
+			if status.Code(err) != c.want {
+				t.Fatalf("Server.Probe: %v, %v; want %v like the gRPC Probe", resp, err, c.want)
+			}
+			if err == nil && !resp.GetReady().GetValue() {
+				t.Fatalf("Server.Probe: %v, want ready like the gRPC Probe (%v)", resp, grpcResp)
+			}
+		})
+	}
+}

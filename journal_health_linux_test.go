@@ -64,7 +64,7 @@ func TestProbeAndMetricReportAPoisonedJournal(t *testing.T) {
 		t.Fatal("CreateVolume succeeded although the journal cannot write")
 	}
 	_, err = s.identity().Probe(ctx, &csi.ProbeRequest{})
-	wantCode(t, err, codes.FailedPrecondition)
+	testenv.WantCode(t, err, codes.FailedPrecondition)
 	if !strings.Contains(err.Error(), "bad file descriptor") {
 		t.Errorf("Probe error does not name the failure: %v", err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/internal/testenv"
 )
 
 // idDriver creates volumes under the journal's reserved ID, as the
@@ -49,7 +50,7 @@ func TestJournalMakesCreateIdempotent(t *testing.T) {
 	other := newCreate("pvc-1")
 	other.CapacityRange.RequiredBytes *= 2
 	_, err = s.controller().CreateVolume(ctx, other)
-	wantCode(t, err, codes.AlreadyExists)
+	testenv.WantCode(t, err, codes.AlreadyExists)
 
 	if _, err := s.controller().DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: first.GetVolume().GetVolumeId()}); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/csikit/csikit"
+	"github.com/csikit/csikit/internal/testenv"
 )
 
 func TestMetricsFromOptionsRegistry(t *testing.T) {
@@ -31,9 +32,9 @@ func TestMetricsFromOptionsRegistry(t *testing.T) {
 	secretReq := newCreate("")
 	secretReq.Secrets = map[string]string{"password": "never-in-a-label"}
 	_, err := s.controller().CreateVolume(ctx, secretReq)
-	wantCode(t, err, codes.InvalidArgument)
+	testenv.WantCode(t, err, codes.InvalidArgument)
 	_, err = s.controller().CreateVolume(ctx, newCreate("boom"))
-	wantCode(t, err, codes.Internal)
+	testenv.WantCode(t, err, codes.Internal)
 
 	mfs, err := reg.Gather()
 	if err != nil {

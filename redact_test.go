@@ -1,14 +1,12 @@
 package csikit_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -17,25 +15,8 @@ import (
 
 	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/csi/secrets"
+	"github.com/csikit/csikit/internal/testenv"
 )
-
-// lockedBuffer is a log sink safe for the server's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // secretSpellings are the ways a secret can appear in a client's error or
 // a JSON log line: as is, Go-quoted, JSON-escaped, and JSON of Go-quoted.
@@ -52,7 +33,7 @@ func secretSpellings(s string) []string {
 func TestDriverErrorsAreRedacted(t *testing.T) {
 	const secret = "pa\"ss\\w<o>rd\u00e9\n-42"
 	j, _ := json.Marshal(map[string]string{"password": secret})
-	var log lockedBuffer
+	var log testenv.SyncBuffer
 	errs := []error{
 		status.Error(codes.Internal, "mount -o password="+secret+" failed"),
 		status.Errorf(codes.InvalidArgument, "bad password %q", secret),

@@ -66,7 +66,7 @@ func (d *loggingDriver) NodeUnpublishVolume(ctx context.Context, r *csi.NodeUnpu
 // Logger of their own) and the driver's FromContext lines.
 func TestEveryLineCarriesTheRequestID(t *testing.T) {
 	testenv.RequireRoot(t, "mounts a tmpfs and bind-mounts it")
-	var serverLog, mountLog lockedBuffer
+	var serverLog, mountLog testenv.SyncBuffer
 	debug := &slog.HandlerOptions{Level: slog.LevelDebug}
 	d := &loggingDriver{
 		shared: mount.New(mount.Options{}),

@@ -1,7 +1,6 @@
 package csikit_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -21,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit"
+	"github.com/csikit/csikit/internal/testenv"
 )
 
 // ctrlDriver is a controller-only driver: create/delete, snapshots,
@@ -165,13 +165,6 @@ func waitForSocket(t testing.TB, sock string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	t.Fatalf("socket %s never became ready", sock)
-}
-
-func wantCode(t *testing.T, err error, want codes.Code) {
-	t.Helper()
-	if got := status.Code(err); got != want {
-		t.Fatalf("got code %v (%v), want %v", got, err, want)
-	}
 }
 
 func TestNewServerRejectsBadOptions(t *testing.T) {
@@ -344,24 +337,6 @@ func blockCap(m csi.VolumeCapability_AccessMode_Mode) *csi.VolumeCapability {
 	}
 }
 
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func debugLogger(w *syncBuffer) *slog.Logger {
+func debugLogger(w *testenv.SyncBuffer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug - 4}))
 }

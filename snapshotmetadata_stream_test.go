@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/csikit/csikit"
+	"github.com/csikit/csikit/internal/testenv"
 )
 
 // bulkDriver reports n FIXED_LENGTH ranges of 4 KiB spread over a 2^60
@@ -156,7 +157,7 @@ func TestSnapshotMetadataStalledClient(t *testing.T) {
 	d.endless = true
 	d.ranges["snap-long"] = nil
 	d.started = make(chan struct{})
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	s := serve(t, d, csikit.Options{Alpha: true, MetadataSendTimeout: 500 * time.Millisecond, Logger: debugLogger(logs)})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -166,7 +167,7 @@ func TestSnapshotMetadataStalledClient(t *testing.T) {
 	}
 	<-d.started // the call holds the lock; the client reads nothing
 	_, err := s.controller().DeleteSnapshot(context.Background(), &csi.DeleteSnapshotRequest{SnapshotId: "snap-long"})
-	wantCode(t, err, codes.Aborted)
+	testenv.WantCode(t, err, codes.Aborted)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		_, err := s.controller().DeleteSnapshot(context.Background(), &csi.DeleteSnapshotRequest{SnapshotId: "snap-long"})

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit"
+	"github.com/csikit/csikit/internal/testenv"
 )
 
 // metaDriver is a controller with snapshots whose metadata is a fixed
@@ -116,7 +117,7 @@ func flatten(ms []*csi.GetMetadataAllocatedResponse) [][2]int64 {
 
 func TestSnapshotMetadataServed(t *testing.T) {
 	d := newMetaDriver()
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	s := serve(t, d, csikit.Options{Alpha: true, Logger: debugLogger(logs)})
 	caps, err := s.identity().GetPluginCapabilities(context.Background(), &csi.GetPluginCapabilitiesRequest{})
 	if err != nil {
@@ -224,7 +225,7 @@ func TestSnapshotMetadataLocksSnapshot(t *testing.T) {
 	}()
 	<-d.started
 	_, err := s.controller().DeleteSnapshot(context.Background(), &csi.DeleteSnapshotRequest{SnapshotId: "snap-a"})
-	wantCode(t, err, codes.Aborted)
+	testenv.WantCode(t, err, codes.Aborted)
 	close(d.release)
 	if err := <-done; err != nil {
 		t.Fatal(err)

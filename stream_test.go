@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/csikit/csikit"
+	"github.com/csikit/csikit/internal/testenv"
 )
 
 // panickyDesc is a server-streaming service a driver registers through
@@ -111,7 +112,7 @@ func callStream(ctx context.Context, conn *grpc.ClientConn, method, v string) (n
 // streaming call gets a "call finished" line and an operations sample, and
 // Options.StreamInterceptors run.
 func TestStreamPanicRecoveredLoggedCounted(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	reg := prometheus.NewPedanticRegistry()
 	var userSaw []string
 	userIC := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
@@ -204,7 +205,7 @@ func TestLogLevels(t *testing.T) {
 		{name: "custom", level: func(string, codes.Code) slog.Level { return slog.LevelWarn }, wantProbe: true, want: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			logs := &syncBuffer{}
+			logs := &testenv.SyncBuffer{}
 			s := serve(t, &ctrlDriver{}, csikit.Options{LogLevel: tc.level,
 				Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 			if _, err := s.identity().Probe(context.Background(), nil); err != nil {
@@ -248,7 +249,7 @@ func TestLogLevels(t *testing.T) {
 // run for CSI RPCs and those services alike, and Options.UnaryInterceptors
 // see the CSI RPCs after csikit's chain.
 func TestOtherUnaryServicesAndServerOptions(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	var grpcLevel, csikitLevel []string
 	var mu sync.Mutex
 	record := func(to *[]string) grpc.UnaryServerInterceptor {

@@ -7,13 +7,14 @@ import (
 	"testing"
 
 	"github.com/csikit/csikit/block"
+	"github.com/csikit/csikit/internal/testenv"
 )
 
 // BenchmarkLoop measures the loop-device calls the hostpath example makes
 // per volume: find (on every stage, to reuse a device after a restart),
 // attach+detach, and the device size.
 func BenchmarkLoop(b *testing.B) {
-	requireRoot(b)
+	testenv.RequireLoopDevices(b)
 	ctx := context.Background()
 	dev, file := attach(b, 16<<20, block.LoopOptions{})
 	b.Run("FindLoop", func(b *testing.B) {

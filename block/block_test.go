@@ -16,23 +16,6 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-func requireRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		testenv.Skip(t, "needs root: mounts and loop devices")
-	}
-	if _, err := os.Stat("/dev/loop-control"); err != nil {
-		testenv.Skipf(t, "needs loop devices: %v", err)
-	}
-}
-
-func wantCode(t *testing.T, err error, want codes.Code) {
-	t.Helper()
-	if got := status.Code(err); got != want {
-		t.Fatalf("got code %v (err %v), want %v", got, err, want)
-	}
-}
-
 // backingFile creates a sparse file of size bytes.
 func backingFile(t testing.TB, size int64) string {
 	t.Helper()
@@ -120,12 +103,12 @@ func TestEnsureBlock(t *testing.T) {
 		}
 	}
 	dir := t.TempDir()
-	wantCode(t, block.EnsureBlock(ctx, dir), codes.FailedPrecondition)
+	testenv.WantCode(t, block.EnsureBlock(ctx, dir), codes.FailedPrecondition)
 	link := filepath.Join(t.TempDir(), "link")
 	if err := os.Symlink(target, link); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, block.EnsureBlock(ctx, link), codes.FailedPrecondition)
+	testenv.WantCode(t, block.EnsureBlock(ctx, link), codes.FailedPrecondition)
 }
 
 func TestUnmountBlockNeverRemovesDirectory(t *testing.T) {
@@ -135,7 +118,7 @@ func TestUnmountBlockNeverRemovesDirectory(t *testing.T) {
 	if err := os.WriteFile(data, []byte("keep"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, block.UnmountBlock(ctx, dir), codes.FailedPrecondition)
+	testenv.WantCode(t, block.UnmountBlock(ctx, dir), codes.FailedPrecondition)
 	if _, err := os.Stat(data); err != nil {
 		t.Fatalf("data below the directory: got %v, want it kept", err)
 	}
@@ -147,8 +130,8 @@ func TestUnmountBlockNeverRemovesDirectory(t *testing.T) {
 func TestMountBlockMissingDevice(t *testing.T) {
 	ctx := context.Background()
 	target := filepath.Join(t.TempDir(), "vol")
-	wantCode(t, block.MountBlock(ctx, block.MountOptions{Device: "/dev/does-not-exist", Target: target}), codes.NotFound)
-	wantCode(t, block.MountBlock(ctx, block.MountOptions{Device: "/dev/null", Target: target}), codes.InvalidArgument)
+	testenv.WantCode(t, block.MountBlock(ctx, block.MountOptions{Device: "/dev/does-not-exist", Target: target}), codes.NotFound)
+	testenv.WantCode(t, block.MountBlock(ctx, block.MountOptions{Device: "/dev/null", Target: target}), codes.InvalidArgument)
 	if _, err := os.Lstat(target); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("target after refused MountBlock: got %v, want not created", err)
 	}
@@ -158,5 +141,5 @@ func TestCanceledContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	target := filepath.Join(t.TempDir(), "vol")
-	wantCode(t, block.EnsureBlock(ctx, target), codes.Canceled)
+	testenv.WantCode(t, block.EnsureBlock(ctx, target), codes.Canceled)
 }

@@ -23,7 +23,7 @@ import (
 // and only marks it for detaching on last close. DetachLoop must say the
 // device is in use, and leave it as it was: attached, without autoclear.
 func TestDetachLoopInUse(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireLoopDevices(t)
 	ctx := context.Background()
 	dev, file := attach(t, 16<<20, block.LoopOptions{})
 	holder, err := os.OpenFile(dev, os.O_RDONLY, 0)
@@ -72,7 +72,7 @@ func TestUnmountBlockRemovesOnlyEmptyFile(t *testing.T) {
 	if err := os.WriteFile(data, []byte("precious"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, block.UnmountBlock(ctx, data), codes.FailedPrecondition)
+	testenv.WantCode(t, block.UnmountBlock(ctx, data), codes.FailedPrecondition)
 	if b, err := os.ReadFile(data); err != nil || string(b) != "precious" {
 		t.Fatalf("file after UnmountBlock: %q, %v", b, err)
 	}
@@ -80,7 +80,7 @@ func TestUnmountBlockRemovesOnlyEmptyFile(t *testing.T) {
 	if err := os.Symlink(data, link); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, block.UnmountBlock(ctx, link), codes.FailedPrecondition)
+	testenv.WantCode(t, block.UnmountBlock(ctx, link), codes.FailedPrecondition)
 	if _, err := os.Lstat(link); err != nil {
 		t.Fatalf("symlink removed: %v", err)
 	}
@@ -101,7 +101,7 @@ func TestUnmountBlockRemovesOnlyEmptyFile(t *testing.T) {
 // created or bound behind it, and UnmountBlock does not go through it
 // either.
 func TestMountBlockRefusesSymlinks(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireLoopDevices(t)
 	ctx := context.Background()
 	dev, _ := attach(t, 16<<20, block.LoopOptions{})
 	d := t.TempDir()
@@ -130,7 +130,7 @@ func TestMountBlockRefusesSymlinks(t *testing.T) {
 	})
 	for _, target := range []string{d + "/pods/uid/file", d + "/pods/uid/new/dev"} {
 		err := block.MountBlock(ctx, block.MountOptions{Device: dev, Target: target})
-		wantCode(t, err, codes.FailedPrecondition)
+		testenv.WantCode(t, err, codes.FailedPrecondition)
 		if !strings.Contains(err.Error(), "symlink") {
 			t.Errorf("error %v does not say why", err)
 		}
@@ -141,7 +141,7 @@ func TestMountBlockRefusesSymlinks(t *testing.T) {
 	if _, err := os.Lstat(elsewhere + "/new"); !os.IsNotExist(err) {
 		t.Fatalf("MountBlock created a directory behind the symlink: %v", err)
 	}
-	wantCode(t, block.UnmountBlock(ctx, d+"/pods/uid/file"), codes.FailedPrecondition)
+	testenv.WantCode(t, block.UnmountBlock(ctx, d+"/pods/uid/file"), codes.FailedPrecondition)
 	if _, err := os.Lstat(elsewhere + "/file"); err != nil {
 		t.Fatalf("UnmountBlock removed the file behind the symlink: %v", err)
 	}
@@ -150,7 +150,7 @@ func TestMountBlockRefusesSymlinks(t *testing.T) {
 // TestDetachLoopMounted: a device holding a mounted file system is in use
 // too; once unmounted it detaches.
 func TestDetachLoopMounted(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireLoopDevices(t)
 	testenv.RequireCommand(t, "mkfs.ext4", "e2fsprogs")
 	ctx := context.Background()
 	dev, file := attach(t, 32<<20, block.LoopOptions{})
@@ -166,7 +166,7 @@ func TestDetachLoopMounted(t *testing.T) {
 			_ = unix.Unmount(mnt, unix.MNT_DETACH)
 		}
 	})
-	wantCode(t, block.DetachLoop(ctx, dev), codes.FailedPrecondition)
+	testenv.WantCode(t, block.DetachLoop(ctx, dev), codes.FailedPrecondition)
 	if _, ok, err := block.FindLoop(ctx, file); err != nil || !ok {
 		t.Fatalf("device gone after a refused detach: %t, %v", ok, err)
 	}

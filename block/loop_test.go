@@ -11,10 +11,12 @@ import (
 
 	"github.com/csikit/csikit/block"
 	"google.golang.org/grpc/codes"
+
+	"github.com/csikit/csikit/internal/testenv"
 )
 
 func TestLoopAttachFindDetach(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireLoopDevices(t)
 	ctx := context.Background()
 	const size = 64 << 20
 	dev, file := attach(t, size, block.LoopOptions{})
@@ -70,7 +72,7 @@ func TestLoopAttachFindDetach(t *testing.T) {
 }
 
 func TestLoopOptions(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireLoopDevices(t)
 	dev, _ := attach(t, 16<<20, block.LoopOptions{ReadOnly: true, DirectIO: true})
 	name := strings.TrimPrefix(dev, "/dev/")
 	ro, err := os.ReadFile("/sys/block/" + name + "/ro")
@@ -98,12 +100,12 @@ func TestLoopOptions(t *testing.T) {
 }
 
 func TestAttachLoopErrors(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireLoopDevices(t)
 	ctx := context.Background()
 	_, err := block.AttachLoop(ctx, filepath.Join(t.TempDir(), "missing.img"), block.LoopOptions{})
-	wantCode(t, err, codes.NotFound)
+	testenv.WantCode(t, err, codes.NotFound)
 	_, err = block.AttachLoop(ctx, t.TempDir(), block.LoopOptions{})
-	wantCode(t, err, codes.InvalidArgument)
+	testenv.WantCode(t, err, codes.InvalidArgument)
 	_, _, err = block.FindLoop(ctx, filepath.Join(t.TempDir(), "missing.img"))
-	wantCode(t, err, codes.NotFound)
+	testenv.WantCode(t, err, codes.NotFound)
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/csikit/csikit/block"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
+
+	"github.com/csikit/csikit/internal/testenv"
 )
 
 func unmountAtCleanup(t *testing.T, target string) {
@@ -23,7 +25,7 @@ func unmountAtCleanup(t *testing.T, target string) {
 }
 
 func TestMountBlock(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireLoopDevices(t)
 	ctx := context.Background()
 	const size = 32 << 20
 	dev, _ := attach(t, size, block.LoopOptions{})
@@ -77,9 +79,9 @@ func TestMountBlock(t *testing.T) {
 	}
 
 	// Incompatible retries are refused.
-	wantCode(t, block.MountBlock(ctx, block.MountOptions{Device: dev, Target: target, ReadOnly: true}), codes.AlreadyExists)
+	testenv.WantCode(t, block.MountBlock(ctx, block.MountOptions{Device: dev, Target: target, ReadOnly: true}), codes.AlreadyExists)
 	other, _ := attach(t, size, block.LoopOptions{})
-	wantCode(t, block.MountBlock(ctx, block.MountOptions{Device: other, Target: target}), codes.AlreadyExists)
+	testenv.WantCode(t, block.MountBlock(ctx, block.MountOptions{Device: other, Target: target}), codes.AlreadyExists)
 
 	for i := 0; i < 2; i++ {
 		if err := block.UnmountBlock(ctx, target); err != nil {
@@ -92,7 +94,7 @@ func TestMountBlock(t *testing.T) {
 }
 
 func TestMountBlockReadOnly(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireLoopDevices(t)
 	ctx := context.Background()
 	dev, _ := attach(t, 16<<20, block.LoopOptions{})
 	target := filepath.Join(t.TempDir(), "vol")
@@ -111,14 +113,14 @@ func TestMountBlockReadOnly(t *testing.T) {
 	if sfs.Flags&unix.ST_RDONLY == 0 {
 		t.Fatalf("statfs flags of %s: got %#x, want ST_RDONLY", target, sfs.Flags)
 	}
-	wantCode(t, block.MountBlock(ctx, block.MountOptions{Device: dev, Target: target}), codes.AlreadyExists)
+	testenv.WantCode(t, block.MountBlock(ctx, block.MountOptions{Device: dev, Target: target}), codes.AlreadyExists)
 	if err := block.UnmountBlock(ctx, target); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestUnmountBlockBusyAndStacked(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireLoopDevices(t)
 	ctx := context.Background()
 	dev, _ := attach(t, 16<<20, block.LoopOptions{})
 	target := filepath.Join(t.TempDir(), "vol")
@@ -135,7 +137,7 @@ func TestUnmountBlockBusyAndStacked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, block.UnmountBlock(ctx, target), codes.FailedPrecondition)
+	testenv.WantCode(t, block.UnmountBlock(ctx, target), codes.FailedPrecondition)
 	f.Close()
 	if _, err := os.Lstat(target); err != nil {
 		t.Fatalf("target after a busy UnmountBlock: got %v, want it kept", err)

@@ -9,12 +9,14 @@ import (
 
 	"github.com/csikit/csikit/block"
 	"golang.org/x/sys/unix"
+
+	"github.com/csikit/csikit/internal/testenv"
 )
 
 // TestMountPointMethods checks each way of telling a mount point on a
 // device node bound onto a file, at a path mountinfo has to escape.
 func TestMountPointMethods(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireLoopDevices(t)
 	dev, _ := attach(t, 16<<20, block.LoopOptions{})
 	root := t.TempDir()
 	target := filepath.Join(root, "a b\\c")

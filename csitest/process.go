@@ -3,7 +3,6 @@
 package csitest
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -14,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/csikit/csikit/internal/testenv"
 )
 
 // Timeouts of a driver process (StartProcess).
@@ -62,7 +63,7 @@ type Process struct {
 	bin  string
 	args []string
 	sock string
-	log  syncBuffer
+	log  testenv.SyncBuffer
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -170,23 +171,3 @@ func (p *Process) Restart(ctx context.Context) error {
 // Log returns everything the process has written to stdout and stderr so
 // far: a sanity.Config.Log hook.
 func (p *Process) Log() ([]byte, error) { return p.log.Bytes(), nil }
-
-// syncBuffer is a bytes.Buffer safe for the process's writes and the
-// test's reads at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-// Bytes returns a copy of what was written.
-func (b *syncBuffer) Bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return bytes.Clone(b.b.Bytes())
-}

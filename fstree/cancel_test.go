@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/csikit/csikit/fstree"
+	"github.com/csikit/csikit/internal/testenv"
 )
 
 // cancelAfter is a context whose Err turns to Canceled after n calls, so
@@ -39,7 +40,7 @@ func TestCancelMidWalk(t *testing.T) {
 	ctx.n.Store(5)
 	dst := filepath.Join(d, "dst")
 	_, err := fstree.Copy(ctx, src, dst, fstree.CopyOptions{})
-	wantCode(t, err, codes.Canceled)
+	testenv.WantCode(t, err, codes.Canceled)
 	wantMissing(t, dst) // the partial copy is removed even though ctx is done
 
 	// Remove first looks for mounts below (about 16 context checks for
@@ -47,7 +48,7 @@ func TestCancelMidWalk(t *testing.T) {
 	// 24 checks lands the cancel in the removal's middle.
 	ctx.n.Store(24)
 	err = fstree.Remove(ctx, src, fstree.RemoveOptions{})
-	wantCode(t, err, codes.Canceled)
+	testenv.WantCode(t, err, codes.Canceled)
 	left := 0
 	for i := range 10 {
 		ents, _ := os.ReadDir(filepath.Join(src, fmt.Sprintf("d%d", i)))
@@ -59,5 +60,5 @@ func TestCancelMidWalk(t *testing.T) {
 
 	ctx.n.Store(2)
 	_, err = fstree.Usage(ctx, src)
-	wantCode(t, err, codes.Canceled)
+	testenv.WantCode(t, err, codes.Canceled)
 }

@@ -143,7 +143,7 @@ func TestCopyBudget(t *testing.T) {
 	}
 	dst := filepath.Join(d, "dst")
 	_, err := fstree.Copy(ctx, src, dst, fstree.CopyOptions{MaxBytes: 250 << 10})
-	wantCode(t, err, codes.OutOfRange)
+	testenv.WantCode(t, err, codes.OutOfRange)
 	wantMissing(t, dst)
 	wantMissing(t, filepath.Join(d, ".dst.fstree-partial"))
 
@@ -152,7 +152,7 @@ func TestCopyBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = fstree.Copy(ctx, src, dst, fstree.CopyOptions{MaxBytes: 250 << 10})
-	wantCode(t, err, codes.OutOfRange)
+	testenv.WantCode(t, err, codes.OutOfRange)
 	if ents, err := os.ReadDir(dst); err != nil || len(ents) != 0 {
 		t.Fatalf("destination after a failed copy: %v, %v; want it empty", ents, err)
 	}
@@ -163,7 +163,7 @@ func TestCopyBudget(t *testing.T) {
 	}
 	// Not an empty destination any more.
 	_, err = fstree.Copy(ctx, src, dst, fstree.CopyOptions{})
-	wantCode(t, err, codes.AlreadyExists)
+	testenv.WantCode(t, err, codes.AlreadyExists)
 }
 
 func TestCopyDiskFull(t *testing.T) {
@@ -174,7 +174,7 @@ func TestCopyDiskFull(t *testing.T) {
 	full := tmpfs(t, "", "1m")
 	dst := filepath.Join(full, "dst")
 	_, err := fstree.Copy(ctx, src, dst, fstree.CopyOptions{})
-	wantCode(t, err, codes.ResourceExhausted)
+	testenv.WantCode(t, err, codes.ResourceExhausted)
 	wantMissing(t, dst)
 	if ents, err := os.ReadDir(full); err != nil || len(ents) != 0 {
 		t.Errorf("leftovers on the full file system: %v, %v", ents, err)
@@ -197,7 +197,7 @@ func TestCopyRefusesMountBelow(t *testing.T) {
 	write(t, filepath.Join(mnt, "inside"), "mounted data", 0o644)
 	dst := filepath.Join(d, "dst")
 	_, err := fstree.Copy(ctx, src, dst, fstree.CopyOptions{})
-	wantCode(t, err, codes.FailedPrecondition)
+	testenv.WantCode(t, err, codes.FailedPrecondition)
 	mustContain(t, err, mnt)
 	wantMissing(t, dst)
 }
@@ -214,7 +214,7 @@ func TestCopyDeviceNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := fstree.Copy(ctx, src, filepath.Join(d, "refused"), fstree.CopyOptions{})
-	wantCode(t, err, codes.FailedPrecondition)
+	testenv.WantCode(t, err, codes.FailedPrecondition)
 	mustContain(t, err, "device node")
 	wantMissing(t, filepath.Join(d, "refused"))
 
@@ -254,20 +254,20 @@ func TestCopyErrors(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := fstree.Copy(ctx, c.src, c.dst, c.opts)
-			wantCode(t, err, c.want)
+			testenv.WantCode(t, err, c.want)
 		})
 	}
 	// A destination inside the source is not copied into itself, and the
 	// source keeps what it had.
 	_, err := fstree.Copy(ctx, d, filepath.Join(d, "inside"), fstree.CopyOptions{})
-	wantCode(t, err, codes.InvalidArgument)
+	testenv.WantCode(t, err, codes.InvalidArgument)
 	wantMissing(t, filepath.Join(d, "inside"))
 	wantContent(t, filepath.Join(d, "file"), "x")
 
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	_, err = fstree.Copy(cctx, d, filepath.Join(d, "cancelled"), fstree.CopyOptions{})
-	wantCode(t, err, codes.Canceled)
+	testenv.WantCode(t, err, codes.Canceled)
 }
 
 // TestCopySymlinkSwapRace swaps a regular file for a symlink to a secret
@@ -346,7 +346,7 @@ func TestCopyRefusesBindMounts(t *testing.T) {
 	bindMountCases(t, func(t *testing.T, root, target, host string) {
 		dst := root + "-copy"
 		_, err := fstree.Copy(context.Background(), root, dst, fstree.CopyOptions{})
-		wantCode(t, err, codes.FailedPrecondition)
+		testenv.WantCode(t, err, codes.FailedPrecondition)
 		mustContain(t, err, target)
 		wantMissing(t, dst)
 		wantContent(t, filepath.Join(host, "secret"), "host key")

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/csikit/csikit/fstree"
+	"github.com/csikit/csikit/internal/testenv"
 )
 
 // deepEnv asks a child process of TestWalksDeeperThanDescriptorLimit to
@@ -163,7 +164,7 @@ func TestCopyRefusesTooDeep(t *testing.T) {
 	mkChain(t, src, depth)
 	ctx := context.Background()
 	_, err := fstree.Copy(ctx, src, dst, fstree.CopyOptions{})
-	wantCode(t, err, codes.FailedPrecondition)
+	testenv.WantCode(t, err, codes.FailedPrecondition)
 	mustContain(t, err, "more than 16384 directories deep")
 	wantMissing(t, dst)
 	wantMissing(t, filepath.Join(d, ".dst.fstree-partial"))

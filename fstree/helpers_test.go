@@ -11,18 +11,9 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/internal/testenv"
 )
-
-func wantCode(t testing.TB, err error, want codes.Code) {
-	t.Helper()
-	if got := status.Code(err); got != want {
-		t.Fatalf("got code %v (err %v), want %v", got, err, want)
-	}
-}
 
 // tmpfs mounts a tmpfs of the given size ("4m") on a fresh directory and
 // unmounts it when the test ends, also after a failure.

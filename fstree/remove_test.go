@@ -77,7 +77,7 @@ func TestRemoveSymlinkRootRemovesOnlyTheLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := fstree.Remove(context.Background(), link, fstree.RemoveOptions{KeepRoot: true})
-	wantCode(t, err, codes.FailedPrecondition)
+	testenv.WantCode(t, err, codes.FailedPrecondition)
 	wantContent(t, filepath.Join(d, "target/keep"), "host data")
 }
 
@@ -92,13 +92,13 @@ func TestRemoveRefusesMounts(t *testing.T) {
 	mnt := tmpfs(t, filepath.Join(vol, "b/pod/mount"), "1m")
 	write(t, filepath.Join(mnt, "pod-data"), "precious", 0o644)
 	err := fstree.Remove(ctx, vol, fstree.RemoveOptions{})
-	wantCode(t, err, codes.FailedPrecondition)
+	testenv.WantCode(t, err, codes.FailedPrecondition)
 	mustContain(t, err, mnt)
 	wantContent(t, filepath.Join(mnt, "pod-data"), "precious")
 	wantContent(t, filepath.Join(vol, "a-first"), "x")
 
 	err = fstree.Remove(ctx, mnt, fstree.RemoveOptions{})
-	wantCode(t, err, codes.FailedPrecondition)
+	testenv.WantCode(t, err, codes.FailedPrecondition)
 	wantContent(t, filepath.Join(mnt, "pod-data"), "precious")
 }
 
@@ -109,7 +109,7 @@ func TestRemoveRefusesMounts(t *testing.T) {
 func TestRemoveRefusesBindMounts(t *testing.T) {
 	bindMountCases(t, func(t *testing.T, root, target, host string) {
 		err := fstree.Remove(context.Background(), root, fstree.RemoveOptions{})
-		wantCode(t, err, codes.FailedPrecondition)
+		testenv.WantCode(t, err, codes.FailedPrecondition)
 		mustContain(t, err, target)
 		wantContent(t, filepath.Join(root, "a-first"), "x")
 		wantContent(t, filepath.Join(host, "secret"), "host key")
@@ -197,12 +197,12 @@ func TestRemoveSymlinkSwapRace(t *testing.T) {
 
 func TestRemoveErrors(t *testing.T) {
 	ctx := context.Background()
-	wantCode(t, fstree.Remove(ctx, "relative", fstree.RemoveOptions{}), codes.InvalidArgument)
-	wantCode(t, fstree.Remove(ctx, "/a/../b", fstree.RemoveOptions{}), codes.InvalidArgument)
+	testenv.WantCode(t, fstree.Remove(ctx, "relative", fstree.RemoveOptions{}), codes.InvalidArgument)
+	testenv.WantCode(t, fstree.Remove(ctx, "/a/../b", fstree.RemoveOptions{}), codes.InvalidArgument)
 	d := t.TempDir()
 	write(t, filepath.Join(d, "vol/f"), "x", 0o644)
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	wantCode(t, fstree.Remove(cctx, filepath.Join(d, "vol"), fstree.RemoveOptions{}), codes.Canceled)
+	testenv.WantCode(t, fstree.Remove(cctx, filepath.Join(d, "vol"), fstree.RemoveOptions{}), codes.Canceled)
 	wantContent(t, filepath.Join(d, "vol/f"), "x")
 }

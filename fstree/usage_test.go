@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/csikit/csikit/fstree"
+	"github.com/csikit/csikit/internal/testenv"
 )
 
 func TestUsage(t *testing.T) {
@@ -64,5 +65,5 @@ func TestUsage(t *testing.T) {
 		t.Fatalf("Usage counts %d bytes: the mount or the hole was counted", u.Bytes)
 	}
 	_, err = fstree.Usage(ctx, filepath.Join(d, "missing"))
-	wantCode(t, err, codes.NotFound)
+	testenv.WantCode(t, err, codes.NotFound)
 }

@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/csikit/csikit/internal/testenv"
 )
 
 func newIC(t *testing.T, o idempotency.Options) *idempotency.Interceptor {
@@ -188,7 +190,7 @@ func TestCreateRetryDeleteFlow(t *testing.T) {
 			other := createVol("pvc-1")
 			other.Parameters = map[string]string{"type": "fast"}
 			_, err := call(ctx, ic, mCreate, other, d.handler)
-			wantCode(t, "other parameters", err, codes.AlreadyExists)
+			testenv.WantCode(t, err, codes.AlreadyExists) // other parameters
 			if d.calls.Load() != 1 {
 				t.Errorf("driver calls: got %d, want 1", d.calls.Load())
 			}
@@ -231,10 +233,10 @@ func TestRetryWhileRunningIsAborted(t *testing.T) {
 	}()
 	reserved := <-running
 	_, err := call(ctx, ic, mCreate, createVol("pvc-1"), d.handler)
-	wantCode(t, "retry while running", err, codes.Aborted)
+	testenv.WantCode(t, err, codes.Aborted) // retry while running
 	// Delete of the reserved ID is excluded too, once the ID is known.
 	_, err = call(ctx, ic, mDelete, &csi.DeleteVolumeRequest{VolumeId: reserved}, d.deleteHandler)
-	wantCode(t, "delete while creating", err, codes.Aborted)
+	testenv.WantCode(t, err, codes.Aborted) // delete while creating
 	close(unblock)
 	if got := <-first; got != reserved {
 		t.Fatalf("first call: got %q, want %q", got, reserved)
@@ -256,7 +258,7 @@ func TestDeleteExcludesCreateOfSameName(t *testing.T) {
 	id := volID(t, ic, createVol("pvc-1"), d.handler)
 	release := blocked(t, ic, mDelete, &csi.DeleteVolumeRequest{VolumeId: id}, &csi.DeleteVolumeResponse{})
 	_, err := call(ctx, ic, mCreate, createVol("pvc-1"), d.handler)
-	wantCode(t, "create during delete", err, codes.Aborted)
+	testenv.WantCode(t, err, codes.Aborted) // create during delete
 	if err := release(); err != nil {
 		t.Fatal(err)
 	}
@@ -270,14 +272,14 @@ func TestDriverErrors(t *testing.T) {
 	// A refused request drops its reservation...
 	d.fail = status.Error(codes.OutOfRange, "too big")
 	_, err := call(ctx, ic, mCreate, createVol("pvc-1"), d.handler)
-	wantCode(t, "refused create", err, codes.OutOfRange)
+	testenv.WantCode(t, err, codes.OutOfRange) // refused create
 	if _, ok, _ := j.LookupName(ctx, idempotency.KindVolume, "pvc-1"); ok {
 		t.Error("after OutOfRange: reservation kept, want dropped")
 	}
 	// ...any other error keeps it, so the retry reuses the ID.
 	d.fail = status.Error(codes.Unavailable, "backend down")
 	_, err = call(ctx, ic, mCreate, createVol("pvc-2"), d.handler)
-	wantCode(t, "failed create", err, codes.Unavailable)
+	testenv.WantCode(t, err, codes.Unavailable) // failed create
 	rec, ok, _ := j.LookupName(ctx, idempotency.KindVolume, "pvc-2")
 	if !ok || rec.Committed {
 		t.Fatalf("after Unavailable: got %+v, %v; want an uncommitted reservation", rec, ok)
@@ -288,7 +290,7 @@ func TestDriverErrors(t *testing.T) {
 	}
 	// A driver that returns no ID is a driver bug, reported as Internal.
 	_, err = call(ctx, ic, mCreate, createVol("pvc-3"), okHandler(&csi.CreateVolumeResponse{}))
-	wantCode(t, "response without ID", err, codes.Internal)
+	testenv.WantCode(t, err, codes.Internal) // response without ID
 	// A driver that ignores the reserved ID gets its own ID recorded.
 	if _, err := call(ctx, ic, mCreate, createVol("pvc-4"), okHandler(&csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: "own-id"}})); err != nil {
 		t.Fatal(err)
@@ -299,7 +301,7 @@ func TestDriverErrors(t *testing.T) {
 	// An empty NewID is a configuration bug.
 	bad := newIC(t, idempotency.Options{Journal: j, NewID: func(string) string { return "" }})
 	_, err = call(ctx, bad, mCreate, createVol("pvc-5"), d.handler)
-	wantCode(t, "empty NewID", err, codes.Internal)
+	testenv.WantCode(t, err, codes.Internal) // empty NewID
 }
 
 func TestSnapshotReadiness(t *testing.T) {
@@ -331,7 +333,7 @@ func TestSnapshotReadiness(t *testing.T) {
 	}
 	diff := &csi.CreateSnapshotRequest{Name: "snap-1", SourceVolumeId: "w"}
 	_, err := call(ctx, ic, mSnap, diff, d.handler)
-	wantCode(t, "same snapshot name, other source", err, codes.AlreadyExists)
+	testenv.WantCode(t, err, codes.AlreadyExists) // same snapshot name, other source
 	if _, err := call(ctx, ic, mDelSnap, &csi.DeleteSnapshotRequest{SnapshotId: id1}, d.deleteHandler); err != nil {
 		t.Fatal(err)
 	}
@@ -420,7 +422,7 @@ func TestDeterministicIDExcludesDelete(t *testing.T) {
 	ic := newIC(t, idempotency.Options{Journal: idempotency.NewMemoryJournal(), NewID: func(name string) string { return "id-" + name }})
 	release := blocked(t, ic, mDelete, &csi.DeleteVolumeRequest{VolumeId: "id-pvc-1"}, &csi.DeleteVolumeResponse{})
 	_, err := call(context.Background(), ic, mCreate, createVol("pvc-1"), d.handler)
-	wantCode(t, "create of an ID being deleted", err, codes.Aborted)
+	testenv.WantCode(t, err, codes.Aborted) // create of an ID being deleted
 	if err := release(); err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,8 @@ import (
 
 	"github.com/csikit/csikit/idempotency"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
+
+	"github.com/csikit/csikit/internal/testenv"
 )
 
 type journalCloser interface {
@@ -40,13 +41,6 @@ func stores() map[string]func(tb testing.TB) journalCloser {
 	}
 }
 
-func wantCode(t *testing.T, what string, err error, want codes.Code) {
-	t.Helper()
-	if got := status.Code(err); got != want {
-		t.Errorf("%s: got code %v (%v), want %v", what, got, err, want)
-	}
-}
-
 func res(name, fp, id string) idempotency.Reservation {
 	return idempotency.Reservation{Kind: idempotency.KindVolume, Name: name, Fingerprint: []byte(fp), ID: id}
 }
@@ -66,9 +60,9 @@ func TestJournalSemantics(t *testing.T) {
 				t.Fatalf("retry Reserve: got %+v, %v; want ID id-1", rec, err)
 			}
 			_, err = j.Reserve(ctx, res("pvc-1", "fp-b", "id-2"))
-			wantCode(t, "Reserve with another fingerprint", err, codes.AlreadyExists)
+			testenv.WantCode(t, err, codes.AlreadyExists) // Reserve with another fingerprint
 			_, err = j.Reserve(ctx, res("pvc-2", "fp-a", "id-1"))
-			wantCode(t, "Reserve of a taken ID", err, codes.Internal)
+			testenv.WantCode(t, err, codes.Internal) // Reserve of a taken ID
 
 			// Kinds are separate name spaces.
 			snap := idempotency.Reservation{Kind: idempotency.KindSnapshot, Name: "pvc-1", Fingerprint: []byte("x"), ID: "id-1"}
@@ -76,7 +70,7 @@ func TestJournalSemantics(t *testing.T) {
 				t.Fatalf("snapshot with a volume's name and ID: got %+v, %v; want ID id-1", rec, err)
 			}
 
-			wantCode(t, "Commit without reservation", j.Commit(ctx, idempotency.KindVolume, "nope", "id-9", nil), codes.FailedPrecondition)
+			testenv.WantCode(t, j.Commit(ctx, idempotency.KindVolume, "nope", "id-9", nil), codes.FailedPrecondition) // Commit without reservation
 			if err := j.Commit(ctx, idempotency.KindVolume, "pvc-1", "id-1", []byte("resp")); err != nil {
 				t.Fatal(err)
 			}
@@ -99,7 +93,7 @@ func TestJournalSemantics(t *testing.T) {
 			if _, err := j.Reserve(ctx, res("pvc-3", "f", "id-3")); err != nil {
 				t.Fatal(err)
 			}
-			wantCode(t, "Commit rebinding to a taken ID", j.Commit(ctx, idempotency.KindVolume, "pvc-3", "id-1", nil), codes.Internal)
+			testenv.WantCode(t, j.Commit(ctx, idempotency.KindVolume, "pvc-3", "id-1", nil), codes.Internal) // Commit rebinding to a taken ID
 			if err := j.Commit(ctx, idempotency.KindVolume, "pvc-3", "id-3b", []byte("r3")); err != nil {
 				t.Fatal(err)
 			}
@@ -129,19 +123,19 @@ func TestJournalSemantics(t *testing.T) {
 
 			// Bad input.
 			_, err = j.Reserve(ctx, res("", "f", "i"))
-			wantCode(t, "empty name", err, codes.InvalidArgument)
+			testenv.WantCode(t, err, codes.InvalidArgument) // empty name
 			_, err = j.Reserve(ctx, res("n", "f", ""))
-			wantCode(t, "empty ID", err, codes.InvalidArgument)
+			testenv.WantCode(t, err, codes.InvalidArgument) // empty ID
 			_, err = j.Reserve(ctx, res(strings.Repeat("n", idempotency.MaxKeyLen+1), "f", "i"))
-			wantCode(t, "oversized name", err, codes.InvalidArgument)
+			testenv.WantCode(t, err, codes.InvalidArgument) // oversized name
 			_, _, err = j.LookupID(ctx, idempotency.KindVolume, strings.Repeat("i", idempotency.MaxKeyLen+1))
-			wantCode(t, "oversized ID", err, codes.InvalidArgument)
+			testenv.WantCode(t, err, codes.InvalidArgument) // oversized ID
 			_, err = j.Reserve(ctx, idempotency.Reservation{Kind: 99, Name: "n", ID: "i"})
-			wantCode(t, "unknown kind", err, codes.InvalidArgument)
+			testenv.WantCode(t, err, codes.InvalidArgument) // unknown kind
 			cctx, cancel := context.WithCancel(ctx)
 			cancel()
 			_, err = j.Reserve(cctx, res("n", "f", "i"))
-			wantCode(t, "canceled context", err, codes.Canceled)
+			testenv.WantCode(t, err, codes.Canceled) // canceled context
 		})
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/internal/testenv"
 )
 
 // TestRefusedRetryKeepsAnEarlierAttemptsReservation: the first attempt of
@@ -44,7 +45,7 @@ func TestRefusedRetryKeepsAnEarlierAttemptsReservation(t *testing.T) {
 					}
 					return nil, status.Error(codes.DeadlineExceeded, "backend slow")
 				})
-				wantCode(t, "first attempt", err, codes.DeadlineExceeded)
+				testenv.WantCode(t, err, codes.DeadlineExceeded) // first attempt
 				first, ok, _ := j.LookupName(ctx, idempotency.KindVolume, "pvc")
 				if !ok {
 					t.Fatal("the first attempt's reservation is gone")
@@ -52,7 +53,7 @@ func TestRefusedRetryKeepsAnEarlierAttemptsReservation(t *testing.T) {
 				// Attempt 2 (same request): refused.
 				d.fail = status.Error(code, "refused")
 				_, err = call(ctx, ic, mCreate, createVol("pvc"), d.handler)
-				wantCode(t, "retry", err, code)
+				testenv.WantCode(t, err, code) // retry
 				rec, ok, _ := j.LookupName(ctx, idempotency.KindVolume, "pvc")
 				if !ok || rec.ID != first.ID {
 					t.Fatalf("after a refused retry: reservation %+v, %v; want the first attempt's (ID %q) kept", rec, ok, first.ID)
@@ -68,7 +69,7 @@ func TestRefusedRetryKeepsAnEarlierAttemptsReservation(t *testing.T) {
 				// A refused first attempt of another name drops what it made.
 				d.fail = status.Error(code, "refused")
 				_, err = call(ctx, ic, mCreate, createVol("other"), d.handler)
-				wantCode(t, "refused first attempt", err, code)
+				testenv.WantCode(t, err, code) // refused first attempt
 				if _, ok, _ := j.LookupName(ctx, idempotency.KindVolume, "other"); ok {
 					t.Error("a refused first attempt kept its reservation")
 				}

@@ -2,7 +2,7 @@
 // collectors for gRPC operations (and the interceptors feeding them) and
 // for per-volume usage, and a small HTTP server for /metrics and /healthz.
 // The answers of NodeGetVolumeStats and the volume-health RPCs are built by
-// packages stats and health; the forwarders left here are deprecated.
+// packages stats and health.
 //
 // Invariants:
 //

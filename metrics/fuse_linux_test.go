@@ -85,7 +85,7 @@ func TestHungMount(t *testing.T) {
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel2()
 	if _, err := health.Path(ctx2, dir, health.AllChecks); status.Code(err) != codes.DeadlineExceeded {
-		t.Errorf("PathHealth on a hung mount: got %v, want DeadlineExceeded", err)
+		t.Errorf("health.Path on a hung mount: got %v, want DeadlineExceeded", err)
 	}
 
 	// The collector gives up within its Timeout, and does not pile up a
@@ -119,7 +119,7 @@ csi_plugin_volume_stats_up{driver_name="test.csikit.io",volume_id="root"} 1
 	waitNoStuckReads(t)
 	entries, err := health.Path(context.Background(), dir, health.AllChecks)
 	if err != nil || len(entries) != 1 || entries[0].GetStatus() != csi.VolumeHealthErrorType_INACCESSIBLE || entries[0].GetReason() != health.ReasonPathError || !strings.Contains(entries[0].GetMessage(), "not connected") {
-		t.Errorf("PathHealth on a dead FUSE mount: got %v, %v, want INACCESSIBLE/PathError naming ENOTCONN", entries, err)
+		t.Errorf("health.Path on a dead FUSE mount: got %v, %v, want INACCESSIBLE/PathError naming ENOTCONN", entries, err)
 	}
 	if _, err := stats.VolumeStats(context.Background(), dir); status.Code(err) != codes.Internal {
 		t.Errorf("VolumeStats on a dead FUSE mount: got %v, want Internal", err)

@@ -55,7 +55,7 @@ const (
 
 // VolumeStatsCollector is a prometheus.Collector exposing capacity,
 // available and used bytes and inodes of every published volume, computed
-// on scrape with VolumeStats and bounded by VolumeStatsOptions.Timeout.
+// on scrape with stats.VolumeStats and bounded by VolumeStatsOptions.Timeout.
 // A volume whose previous read is still stuck in the kernel is not read
 // again (so a hung mount costs one goroutine, not one per scrape) and is
 // reported with csi_plugin_volume_stats_up 0, as are volumes whose read

@@ -16,7 +16,6 @@ import (
 
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/block"
 	"github.com/csikit/csikit/internal/testenv"
@@ -82,13 +81,6 @@ func requireQuotaKernel(t *testing.T, fstype, opts string) {
 	testenv.SkipWithoutKernelOption(t, "CONFIG_QUOTA", "filesystem quotas")
 	if fstype == "ext4" {
 		testenv.SkipWithoutKernelOption(t, "CONFIG_QFMT_V2", "ext4's quota feature")
-	}
-}
-
-func wantCode(t *testing.T, err error, want codes.Code) {
-	t.Helper()
-	if got := status.Code(err); got != want {
-		t.Fatalf("got %v (%v), want %v", got, err, want)
 	}
 }
 
@@ -220,7 +212,7 @@ func TestCheckUnsupported(t *testing.T) {
 		t.Run(c.fstype+"/"+c.opts, func(t *testing.T) {
 			root := loopFS(t, c.fstype, c.opts)
 			err := quota.Check(ctx, root)
-			wantCode(t, err, codes.FailedPrecondition)
+			testenv.WantCode(t, err, codes.FailedPrecondition)
 			if !errors.Is(err, quota.ErrUnsupported) {
 				t.Errorf("error %v does not unwrap to ErrUnsupported", err)
 			}
@@ -234,7 +226,7 @@ func TestCheckUnsupported(t *testing.T) {
 		}
 		t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
 		err := quota.Check(ctx, dir)
-		wantCode(t, err, codes.FailedPrecondition)
+		testenv.WantCode(t, err, codes.FailedPrecondition)
 	})
 }
 
@@ -246,14 +238,14 @@ func TestRefusals(t *testing.T) {
 	if err := os.Symlink("/etc", link); err != nil {
 		t.Fatal(err)
 	}
-	wantCode(t, quota.SetProject(ctx, link, 7), codes.InvalidArgument)
-	wantCode(t, quota.SetProject(ctx, filepath.Join(dir, "missing"), 7), codes.NotFound)
-	wantCode(t, quota.SetProject(ctx, "relative", 7), codes.InvalidArgument)
-	wantCode(t, quota.SetLimit(ctx, dir, 0, 1<<20), codes.InvalidArgument)
-	wantCode(t, quota.SetLimit(ctx, dir, 7, -1), codes.InvalidArgument)
+	testenv.WantCode(t, quota.SetProject(ctx, link, 7), codes.InvalidArgument)
+	testenv.WantCode(t, quota.SetProject(ctx, filepath.Join(dir, "missing"), 7), codes.NotFound)
+	testenv.WantCode(t, quota.SetProject(ctx, "relative", 7), codes.InvalidArgument)
+	testenv.WantCode(t, quota.SetLimit(ctx, dir, 0, 1<<20), codes.InvalidArgument)
+	testenv.WantCode(t, quota.SetLimit(ctx, dir, 7, -1), codes.InvalidArgument)
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	wantCode(t, quota.Check(cctx, dir), codes.Canceled)
+	testenv.WantCode(t, quota.Check(cctx, dir), codes.Canceled)
 }
 
 // helperEnv makes TestSetProjectHelper set a project: "<path> <id>".

@@ -45,7 +45,7 @@ func Run(t *testing.T, target Target, cfg Config) {
 	}
 	defer stop()
 	if cfg.Log == nil && in.log != nil {
-		cfg.Log = func() ([]byte, error) { return in.log.Bytes(), nil }
+		cfg.Log = in.log.Bytes
 	}
 	s := &suite{
 		cfg: cfg, in: in, base: cfg.BaseDir, runID: randomHex(4), seq: new(atomic.Int64),

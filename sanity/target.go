@@ -1,7 +1,6 @@
 package sanity
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -54,8 +53,8 @@ func Endpoint(ep string) Target { return Target{endpoint: ep} }
 type instance struct {
 	conn    *grpc.ClientConn
 	sockDir string
-	log     *syncBuffer // in-process capture, or nil
-	errs    *errorLog   // every error message the driver returned
+	log     *LogBuffer // in-process capture, or nil
+	errs    *errorLog  // every error message the driver returned
 
 	mu   sync.Mutex
 	stop func() error // stops the in-process server, nil otherwise
@@ -85,7 +84,7 @@ func (tg Target) launch(cfg *Config) (*instance, error) {
 		in.sockDir = dir
 		in.sock = filepath.Join(dir, "csi.sock")
 		if cfg.Log == nil {
-			in.log = &syncBuffer{}
+			in.log = &LogBuffer{}
 		}
 		if err := in.serve(); err != nil {
 			os.RemoveAll(dir)
@@ -229,22 +228,4 @@ func (in *instance) close() error {
 		errs = append(errs, os.RemoveAll(in.sockDir))
 	}
 	return errors.Join(errs...)
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) Bytes() []byte {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return bytes.Clone(b.buf.Bytes())
 }

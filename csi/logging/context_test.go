@@ -12,6 +12,8 @@ import (
 	"github.com/csikit/csikit/internal/logctx"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+
+	"github.com/csikit/csikit/internal/testenv"
 )
 
 // GetPluginInfo logs through the call's logger.
@@ -29,14 +31,14 @@ func TestContextKeysMatch(t *testing.T) {
 func TestFromContextThroughServer(t *testing.T) {
 	// Over a real socket: the driver's FromContext lines carry the ID the
 	// client sent and the method, as the interceptor's line does.
-	var buf syncBuffer
+	var buf testenv.SyncBuffer
 	c := start(t, false, slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), logging.Options{})
 	ctx := metadata.AppendToOutgoingContext(t.Context(), requestid.MetadataKey, "rid-ctx-1")
 	if _, err := c.id.GetPluginInfo(ctx, &csi.GetPluginInfoRequest{}); err != nil {
 		t.Fatal(err)
 	}
 	var driverLines int
-	for _, l := range buf.lines(t) {
+	for _, l := range logLines(t, &buf) {
 		if l[requestid.LogKey] != "rid-ctx-1" || l[logging.KeyMethod] != "/csi.v1.Identity/GetPluginInfo" {
 			t.Errorf("line without the call's request ID and method: %v", l)
 		}
@@ -50,7 +52,7 @@ func TestFromContextThroughServer(t *testing.T) {
 }
 
 func TestNewContext(t *testing.T) {
-	var buf syncBuffer
+	var buf testenv.SyncBuffer
 	logger := slog.New(slog.NewTextHandler(&buf, nil))
 	ctx := logging.NewContext(requestid.NewContext(context.Background(), "rid-7"), logger)
 	logging.FromContext(ctx).Info("hello")

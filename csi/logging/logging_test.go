@@ -1,7 +1,6 @@
 package logging_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -24,6 +22,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/csikit/csikit/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -56,24 +56,11 @@ func (driver) NodeStageVolume(_ context.Context, req *csi.NodeStageVolumeRequest
 	return &csi.NodeStageVolumeResponse{}, nil
 }
 
-// syncBuffer is a bytes.Buffer safe for handler goroutines and the test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) lines(t *testing.T) []map[string]any {
+// logLines parses buf's JSON log lines.
+func logLines(t *testing.T, buf *testenv.SyncBuffer) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
 		if l == "" {
 			continue
 		}
@@ -84,12 +71,6 @@ func (b *syncBuffer) lines(t *testing.T) []map[string]any {
 		out = append(out, m)
 	}
 	return out
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 type clients struct {
@@ -173,16 +154,16 @@ func exercise(t *testing.T, c clients) {
 
 func TestNoSecretAtDebug(t *testing.T) {
 	for _, useBufconn := range []bool{false, true} {
-		for name, newHandler := range map[string]func(*syncBuffer) slog.Handler{
-			"json": func(b *syncBuffer) slog.Handler {
+		for name, newHandler := range map[string]func(*testenv.SyncBuffer) slog.Handler{
+			"json": func(b *testenv.SyncBuffer) slog.Handler {
 				return slog.NewJSONHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug - 4, AddSource: true})
 			},
-			"text": func(b *syncBuffer) slog.Handler {
+			"text": func(b *testenv.SyncBuffer) slog.Handler {
 				return slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug - 4, AddSource: true})
 			},
 		} {
 			t.Run(fmt.Sprintf("%s/bufconn=%v", name, useBufconn), func(t *testing.T) {
-				var buf syncBuffer
+				var buf testenv.SyncBuffer
 				exercise(t, start(t, useBufconn, slog.New(newHandler(&buf)), logging.Options{}))
 				out := buf.String()
 				if strings.Contains(out, secret) || strings.Contains(out, "hunter2") {
@@ -199,10 +180,10 @@ func TestNoSecretAtDebug(t *testing.T) {
 }
 
 func TestLinesAtDebug(t *testing.T) {
-	var buf syncBuffer
+	var buf testenv.SyncBuffer
 	c := start(t, false, slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), logging.Options{})
 	exercise(t, c)
-	lines := buf.lines(t)
+	lines := logLines(t, &buf)
 
 	type call struct{ started, finished map[string]any }
 	calls := map[string]*call{} // by request ID
@@ -267,10 +248,10 @@ func TestLinesAtDebug(t *testing.T) {
 }
 
 func TestInfoLevelLogsOnlyFailures(t *testing.T) {
-	var buf syncBuffer
+	var buf testenv.SyncBuffer
 	exercise(t, start(t, true, slog.New(slog.NewJSONHandler(&buf, nil)), logging.Options{}))
 	var codesSeen []string
-	for _, l := range buf.lines(t) {
+	for _, l := range logLines(t, &buf) {
 		if l["msg"] != logging.MsgFinished {
 			continue
 		}
@@ -288,7 +269,7 @@ func TestInfoLevelLogsOnlyFailures(t *testing.T) {
 }
 
 func TestCodeToLevel(t *testing.T) {
-	var buf syncBuffer
+	var buf testenv.SyncBuffer
 	opts := logging.Options{CodeToLevel: func(c codes.Code) slog.Level {
 		if c == codes.OK {
 			return slog.LevelInfo
@@ -299,7 +280,7 @@ func TestCodeToLevel(t *testing.T) {
 	if _, err := c.id.Probe(t.Context(), &csi.ProbeRequest{}); err != nil {
 		t.Fatal(err)
 	}
-	lines := buf.lines(t)
+	lines := logLines(t, &buf)
 	if len(lines) != 1 || lines[0]["level"] != "INFO" || lines[0][logging.KeyCode] != "OK" {
 		t.Errorf("custom CodeToLevel: got %v, want one INFO line for OK", lines)
 	}
@@ -312,7 +293,7 @@ func TestNilLogger(t *testing.T) {
 func TestResponseSecretsStripped(t *testing.T) {
 	// No v1.14 response carries a secret, but the interceptor must not care:
 	// here a handler answers with a message that does.
-	var buf syncBuffer
+	var buf testenv.SyncBuffer
 	i := logging.UnaryServerInterceptor(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), logging.Options{})
 	resp, err := i(context.Background(), &csi.ProbeRequest{}, &grpc.UnaryServerInfo{FullMethod: "/x/Y"},
 		func(context.Context, any) (any, error) {
@@ -331,7 +312,7 @@ func TestResponseSecretsStripped(t *testing.T) {
 }
 
 func TestNonProtoBodies(t *testing.T) {
-	var buf syncBuffer
+	var buf testenv.SyncBuffer
 	i := logging.UnaryServerInterceptor(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), logging.Options{})
 	i(context.Background(), struct{ Password string }{secret}, &grpc.UnaryServerInfo{FullMethod: "/x/Y"},
 		func(context.Context, any) (any, error) { return struct{ Token string }{secret}, nil })
@@ -343,7 +324,7 @@ func TestNonProtoBodies(t *testing.T) {
 func TestLoggerWrappedWithRequestIDHandler(t *testing.T) {
 	// A driver that wraps its handler with requestid.NewHandler gets one
 	// request_id per line, not two.
-	var buf syncBuffer
+	var buf testenv.SyncBuffer
 	logger := slog.New(requestid.NewHandler(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	c := start(t, true, logger, logging.Options{})
 	if _, err := c.id.Probe(t.Context(), &csi.ProbeRequest{}); err != nil {

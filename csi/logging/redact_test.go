@@ -13,6 +13,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/csikit/csikit/internal/testenv"
 )
 
 // The error line never holds the request's secret, however the driver
@@ -28,11 +30,11 @@ func TestErrorLineRedactsEverySpelling(t *testing.T) {
 		status.Errorf(codes.Internal, "key %+q", pw),
 		status.Errorf(codes.Internal, "body %s", j),
 	} {
-		for name, h := range map[string]func(*syncBuffer) slog.Handler{
-			"json": func(b *syncBuffer) slog.Handler { return slog.NewJSONHandler(b, nil) },
-			"text": func(b *syncBuffer) slog.Handler { return slog.NewTextHandler(b, nil) },
+		for name, h := range map[string]func(*testenv.SyncBuffer) slog.Handler{
+			"json": func(b *testenv.SyncBuffer) slog.Handler { return slog.NewJSONHandler(b, nil) },
+			"text": func(b *testenv.SyncBuffer) slog.Handler { return slog.NewTextHandler(b, nil) },
 		} {
-			var buf syncBuffer
+			var buf testenv.SyncBuffer
 			i := logging.UnaryServerInterceptor(slog.New(h(&buf)), logging.Options{})
 			i(context.Background(), req, &grpc.UnaryServerInfo{FullMethod: "/csi.v1.Node/NodeStageVolume"},
 				func(context.Context, any) (any, error) { return nil, driverErr })

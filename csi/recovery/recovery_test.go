@@ -1,7 +1,6 @@
 package recovery_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -23,6 +22,8 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/csikit/csikit/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -44,24 +45,6 @@ func (n *node) NodeStageVolume(_ context.Context, req *csi.NodeStageVolumeReques
 
 func (n *node) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
 	return &csi.NodeGetInfoResponse{NodeId: "node-1"}, nil
-}
-
-// syncBuffer is a bytes.Buffer safe for a handler goroutine and the test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 type listenFunc func(t *testing.T) (net.Listener, string, []grpc.DialOption)
@@ -113,7 +96,7 @@ func stageRequest() *csi.NodeStageVolumeRequest {
 func TestPanicBecomesInternalAndServerKeepsServing(t *testing.T) {
 	for name, listen := range transports {
 		t.Run(name, func(t *testing.T) {
-			var logs syncBuffer
+			var logs testenv.SyncBuffer
 			var (
 				mu      sync.Mutex
 				methods []string
@@ -179,7 +162,7 @@ func TestPanicBecomesInternalAndServerKeepsServing(t *testing.T) {
 }
 
 func TestPanicMessageCarriesRequestID(t *testing.T) {
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	n := &node{panicWith: func(*csi.NodeStageVolumeRequest) any { return "boom" }}
 	client := start(t, transports["unix"], n,
 		requestid.UnaryServerInterceptor(),
@@ -208,7 +191,7 @@ func TestPanicValues(t *testing.T) {
 		}, "index out of range"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			var logs syncBuffer
+			var logs testenv.SyncBuffer
 			client := start(t, transports["bufconn"], &node{panicWith: tc.value},
 				recovery.UnaryServerInterceptor(recovery.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))}))
 			_, err := client.NodeStageVolume(t.Context(), stageRequest())
@@ -224,7 +207,7 @@ func TestPanicValues(t *testing.T) {
 
 func TestNilLoggerAndPanickingOnPanic(t *testing.T) {
 	n := &node{panicWith: func(*csi.NodeStageVolumeRequest) any { return "boom" }}
-	var logs syncBuffer
+	var logs testenv.SyncBuffer
 	for _, opts := range []recovery.Options{
 		{},
 		{OnPanic: func(context.Context, string, any) { panic("metrics broke") }},
@@ -259,7 +242,7 @@ func TestNoPanicPassesThrough(t *testing.T) {
 // OnPanic runs, and the panic value (which may hold request data) is not
 // logged.
 func TestRecoveryHandlerWithGoGRPCMiddleware(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &testenv.SyncBuffer{}
 	var panics []string
 	var mu sync.Mutex
 	h := recovery.RecoveryHandler(recovery.Options{

@@ -157,7 +157,7 @@ func TestStreamInterceptor(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = stream.Recv()
-	wantCode(t, err, codes.InvalidArgument, "GetMetadataAllocated: snapshot_id is required")
+	wantRefusal(t, err, codes.InvalidArgument, "GetMetadataAllocated: snapshot_id is required")
 
 	stream, err = client.GetMetadataAllocated(ctx, &csi.GetMetadataAllocatedRequest{SnapshotId: "snap-1"})
 	if err != nil {

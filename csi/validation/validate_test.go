@@ -13,6 +13,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/emptypb"
+
+	"github.com/csikit/csikit/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -42,18 +44,14 @@ func rpcMethods(t testing.TB) [][2]string {
 	return out
 }
 
-// wantCode fails unless err is a status error with code want whose message
-// starts with prefix.
-func wantCode(t *testing.T, err error, want codes.Code, prefix string) {
+// wantRefusal fails unless err is a status error with code want whose
+// message starts with prefix.
+func wantRefusal(t *testing.T, err error, want codes.Code, prefix string) {
 	t.Helper()
-	st, ok := status.FromError(err)
-	if !ok || err == nil {
-		t.Fatalf("got error %v, want a status with code %v", err, want)
+	if err == nil {
+		t.Fatalf("got no error, want code %v", want)
 	}
-	if st.Code() != want {
-		t.Fatalf("got code %v (%q), want %v", st.Code(), st.Message(), want)
-	}
-	if !strings.HasPrefix(st.Message(), prefix) {
+	if st := testenv.WantCode(t, err, want); !strings.HasPrefix(st.Message(), prefix) {
 		t.Fatalf("got message %q, want prefix %q", st.Message(), prefix)
 	}
 }
@@ -90,7 +88,7 @@ func TestUnknownMethodPasses(t *testing.T) {
 func TestNilRequestOfTheRightType(t *testing.T) {
 	var req *csi.CreateVolumeRequest
 	err := validation.Validate(csi.Controller_CreateVolume_FullMethodName, req, nil)
-	wantCode(t, err, codes.InvalidArgument, "CreateVolume: name is required")
+	wantRefusal(t, err, codes.InvalidArgument, "CreateVolume: name is required")
 }
 
 // TestRequiredFields clears each set field of each valid request in turn:
@@ -120,7 +118,7 @@ func TestRequiredFields(t *testing.T) {
 				r.ProtoReflect().Clear(fd)
 				err := validation.Validate(full, r, cfgAll())
 				if slices.Contains(required[full], name) {
-					wantCode(t, err, codes.InvalidArgument, rpc+": "+name+" is required")
+					wantRefusal(t, err, codes.InvalidArgument, rpc+": "+name+" is required")
 					return
 				}
 				if err != nil {
@@ -142,7 +140,7 @@ func TestStagingPathRequiredWhenStaging(t *testing.T) {
 		t.Fatalf("without StageUnstage: got %v, want nil", err)
 	}
 	err := validation.Validate(csi.Node_NodePublishVolume_FullMethodName, req, &validation.Config{StageUnstage: true})
-	wantCode(t, err, codes.FailedPrecondition, "NodePublishVolume: staging_target_path is required")
+	wantRefusal(t, err, codes.FailedPrecondition, "NodePublishVolume: staging_target_path is required")
 }
 
 // Required fields are checked in the spec's order, so a request missing

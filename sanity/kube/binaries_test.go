@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/csikit/csikit/internal/testenv"
 	"github.com/csikit/csikit/sanity/kube"
 )
 
@@ -15,7 +16,7 @@ import (
 // stands in for the Kubernetes build, which takes minutes.
 func TestEnsureBinariesBuildsToolBlockOnce(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
-		skipPrereq(t, "needs the go command: %v", err)
+		testenv.Skipf(t, "needs the go command: %v", err)
 	}
 	mod := t.TempDir()
 	names := []string{kube.BinEtcd, kube.BinAPIServer, kube.BinControllerManager, kube.BinProvisioner,

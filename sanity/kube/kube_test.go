@@ -14,6 +14,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/csikit/csikit/internal/testenv"
 	"github.com/csikit/csikit/sanity/kube"
 )
 
@@ -24,7 +25,7 @@ func startPrereqs(t *testing.T) {
 		t.Skip("needs linux: the control-plane binaries are built for it")
 	}
 	if _, err := exec.LookPath("go"); err != nil {
-		skipPrereq(t, "needs the go command to build or locate the control-plane binaries: %v", err)
+		testenv.Skipf(t, "needs the go command to build or locate the control-plane binaries: %v", err)
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/csikit/csikit/internal/testenv"
 )
 
 // driverBinary returns the hostpathplugin to test: $CSIKIT_UPSTREAM_HOSTPATH_BIN,
@@ -74,7 +76,7 @@ func driverBinary(t *testing.T) string {
 	b, err := cmd.CombinedOutput()
 	if err != nil {
 		if strings.Contains(string(b), "not available") || strings.Contains(string(b), "403 Forbidden") {
-			skipOrFail(t, "the module proxy does not serve github.com/kubernetes-csi/csi-driver-host-path (set %s to a checkout, or %s to a built hostpathplugin): %s", srcEnv, binEnv, lastLine(b))
+			testenv.Skipf(t, "the module proxy does not serve github.com/kubernetes-csi/csi-driver-host-path (set %s to a checkout, or %s to a built hostpathplugin): %s", srcEnv, binEnv, lastLine(b))
 		}
 		t.Fatalf("go %s in %s: %v\n%s", strings.Join(args, " "), toolDir, err, b)
 	}

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/csikit/csikit/internal/testenv"
 	"github.com/csikit/csikit/sanity"
 )
 
@@ -33,21 +34,7 @@ const (
 	srcEnv = "CSIKIT_UPSTREAM_HOSTPATH_SRC"
 	// childEnv marks the child process that runs the harness.
 	childEnv = "CSIKIT_UPSTREAM_CHILD"
-	// strictEnv turns a skip for a missing prerequisite into a failure,
-	// as internal/testenv does in the main module (this module cannot
-	// import it).
-	strictEnv = "CSIKIT_STRICT_TESTS"
 )
-
-// skipOrFail skips for a missing prerequisite, or fails under
-// CSIKIT_STRICT_TESTS=1.
-func skipOrFail(t *testing.T, format string, args ...any) {
-	t.Helper()
-	if v := os.Getenv(strictEnv); v != "" && v != "0" && v != "false" {
-		t.Fatalf(strictEnv+"=1 forbids this skip: "+format, args...)
-	}
-	t.Skipf(format, args...)
-}
 
 // TestUpstreamHostpath runs the harness against upstream
 // csi-driver-host-path in a child process (a failing case cannot be
@@ -60,7 +47,7 @@ func TestUpstreamHostpath(t *testing.T) {
 		t.Skip("the child runs TestUpstreamRun")
 	}
 	if os.Geteuid() != 0 {
-		skipOrFail(t, "needs root: the driver mounts volumes and attaches loop devices")
+		testenv.Skipf(t, "needs root: the driver mounts volumes and attaches loop devices")
 	}
 	bin := driverBinary(t)
 	want, err := readExpected("expected_failures.txt")
@@ -144,7 +131,7 @@ type driver struct {
 	bin  string
 	dir  string
 	sock string
-	log  *syncBuffer
+	log  *sanity.LogBuffer
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan error
@@ -157,7 +144,7 @@ func startDriver(t *testing.T, bin string) *driver {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &driver{t: t, bin: bin, dir: dir, sock: filepath.Join(dir, "csi.sock"), log: &syncBuffer{}}
+	d := &driver{t: t, bin: bin, dir: dir, sock: filepath.Join(dir, "csi.sock"), log: &sanity.LogBuffer{}}
 	t.Cleanup(func() {
 		d.stop()
 		os.RemoveAll(dir)
@@ -218,25 +205,6 @@ func (d *driver) stop() {
 func (d *driver) restart(context.Context) error {
 	d.stop()
 	return d.start()
-}
-
-// syncBuffer collects the driver's output.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// Bytes is Config.Log.
-func (b *syncBuffer) Bytes() ([]byte, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return bytes.Clone(b.buf.Bytes()), nil
 }
 
 // intermittent starts the bug text of an expected failure that shows
