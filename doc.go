@@ -13,13 +13,14 @@
 // csi/validation, csi/secrets, csi/requestid, csi/logging, csi/recovery)
 // and can be used on any *grpc.Server; the per-volume locks and the
 // name→ID journal are in idempotency. Node helpers live in mount (with the
-// fake mount/mounttest), block, fstree and quota; NodeGetVolumeStats
+// fake mount/mounttest), block, fstree and quota, and caps tells which
+// Linux capabilities the process has (online growth needs one); NodeGetVolumeStats
 // answers are built by stats, volume-health entries by health, and
 // Prometheus metrics with /metrics and /healthz are served by metrics.
 // runner runs a driver's parts under one context, capacity turns a
 // CapacityRange into a size, topology selects accessible topology, the k8s
 // packages (k8s/registration, k8s/keys, k8s/csidriver) speak Kubernetes'
-// conventions, csitest serves a driver in-process for its tests, and
+// conventions, csitest serves a driver in-process or runs its binary for its tests, and
 // sanity is the conformance harness (sanity/kube, a module of its own, runs
 // it against a real control plane). ARCHITECTURE.md maps every package.
 package csikit

@@ -185,7 +185,7 @@ func TestDetachLoopMounted(t *testing.T) {
 // blkid after a size change) does not fail the detach: DetachLoop retries
 // and detaches once the holder lets go.
 func TestDetachLoopWaitsOutTransientOpen(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireLoopDevices(t)
 	ctx := context.Background()
 	dev, file := attach(t, 16<<20, block.LoopOptions{})
 	holder, err := os.OpenFile(dev, os.O_RDONLY, 0)
@@ -211,7 +211,7 @@ func TestDetachLoopWaitsOutTransientOpen(t *testing.T) {
 // TestDetachLoopNamesMount: a device holding a mounted file system is
 // refused with the mount point named.
 func TestDetachLoopNamesMount(t *testing.T) {
-	requireRoot(t)
+	testenv.RequireLoopDevices(t)
 	if _, err := exec.LookPath("mkfs.ext4"); err != nil {
 		testenv.Skip(t, "needs mkfs.ext4 (Debian package e2fsprogs)")
 	}
