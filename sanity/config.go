@@ -150,23 +150,21 @@ type Config struct {
 	// environment, not for hiding driver bugs.
 	Skip map[string]string
 	// BackendObjects returns the objects that exist in the driver's backend
-	// now, one string naming each (an LV, an image, a snapshot, a trash
-	// entry, a journal record, a file under the state directory), and
-	// nothing the driver legitimately keeps for itself may change between
-	// calls unless a volume or snapshot RPC changed it. The harness calls
-	// it before each case (and each group of cases) and again after the
-	// case's cleanup has deleted what the case created, and fails the case
-	// naming every object that appeared and stayed; objects that existed
-	// before the case are ignored, so volumes a group shares with its
-	// cases are checked once the group ends, and a leak is reported once,
-	// by the innermost case that left it. Hygiene's
-	// no_backend_objects_left compares the end of the run with its start
-	// (after the driver started) for objects left outside any case. Nil
-	// (the default) checks nothing; the call gets CallTimeout. Cases run
-	// one at a time, so objects that other users of the same backend
-	// create meanwhile are blamed on a case: give the run a backend (pool,
-	// volume group, directory) of its own, or list only the objects named
-	// after the harness's volumes and snapshots.
+	// now, one string naming each: an LV, an image, a snapshot, a trash
+	// entry, a journal record, a file under the state directory. Leave out
+	// what the driver keeps whatever the volumes (its journal file, a lock).
+	// The harness calls it before each case (and each group of cases) and
+	// again after the case's cleanup has deleted what the case created, and
+	// fails the case naming every object that appeared and stayed. Objects
+	// that existed before the case are ignored, so volumes a group shares
+	// with its cases are checked when the group ends, and each leaked object
+	// is reported once, by the innermost case that left it. Hygiene's
+	// no_backend_objects_left then fails for objects left outside any case
+	// (the end of the run against its start, after the driver started).
+	// Nil (the default) checks nothing. Each call gets CallTimeout. Objects
+	// other users of the same backend create during the run are blamed on a
+	// case: give the run a backend (pool, volume group, directory) of its
+	// own.
 	BackendObjects func(ctx context.Context) ([]string, error)
 	// IgnoreGoroutines names functions (as goleak.IgnoreTopFunction takes
 	// them) whose goroutines may outlive an in-process driver. The Hygiene
