@@ -53,7 +53,9 @@ const (
 	Pagination
 	// SecretLogs: no secret value reaches the driver's log.
 	SecretLogs
-	// Hygiene: no mounts left under the test paths, no leaked goroutines.
+	// Hygiene: no mounts left under the test paths, no backend objects
+	// left after the run (with Config.BackendObjects), no leaked
+	// goroutines.
 	Hygiene
 	// SnapshotMetadata: GetMetadataAllocated and GetMetadataDelta on block
 	// volumes (ranges valid, sorted, inside the volume; starting_offset and
@@ -147,6 +149,23 @@ type Config struct {
 	// in "/" (e.g. "block/Restart/"). For known limits of a test
 	// environment, not for hiding driver bugs.
 	Skip map[string]string
+	// BackendObjects returns the objects that exist in the driver's backend
+	// now, one string naming each: an LV, an image, a snapshot, a trash
+	// entry, a journal record, a file under the state directory. Leave out
+	// what the driver keeps whatever the volumes (its journal file, a lock).
+	// The harness calls it before each case (and each group of cases) and
+	// again after the case's cleanup has deleted what the case created, and
+	// fails the case naming every object that appeared and stayed. Objects
+	// that existed before the case are ignored, so volumes a group shares
+	// with its cases are checked when the group ends, and each leaked object
+	// is reported once, by the innermost case that left it. Hygiene's
+	// no_backend_objects_left then fails for objects left outside any case
+	// (the end of the run against its start, after the driver started).
+	// Nil (the default) checks nothing. Each call gets CallTimeout. Objects
+	// other users of the same backend create during the run are blamed on a
+	// case: give the run a backend (pool, volume group, directory) of its
+	// own.
+	BackendObjects func(ctx context.Context) ([]string, error)
 	// IgnoreGoroutines names functions (as goleak.IgnoreTopFunction takes
 	// them) whose goroutines may outlive an in-process driver. The Hygiene
 	// area fails the run when any other goroutine started during it still

@@ -64,6 +64,11 @@ var faults = []struct {
 	// The driver logs nothing at all: the secret check cannot look, and
 	// says so by failing.
 	{fault: "silent_log", catches: "SecretLogs/no_secret_in_log"},
+	// Issue 24: DeleteVolume of one kind of volume (mount, longest name)
+	// leaves it in a trash directory; an object left before the first
+	// case.
+	{fault: "backend_leak", catches: "mount/Controller/CreateVolume/max_length_name"},
+	{fault: "backend_leak_outside_case", catches: "Hygiene/no_backend_objects_left"},
 }
 
 // selftestSecret and selftestEscaped are the secrets the fault runs send;
@@ -99,7 +104,9 @@ func TestFaultHelper(t *testing.T) {
 		sanity.Run(t, proxyTarget(t, fault, log), cfg)
 		return
 	}
-	sanity.Run(t, refTarget(t, fault, log), cfg)
+	dir := t.TempDir()
+	cfg.BackendObjects = refObjects(dir)
+	sanity.Run(t, refTargetAt(dir, fault, log), cfg)
 }
 
 // TestFaults checks that every fault of the table is caught by the case
@@ -160,6 +167,18 @@ func TestFaults(t *testing.T) {
 				t.Errorf("fault %s: the harness panicked:\n%s", f.fault, out.String())
 			}
 			switch f.fault {
+			case "backend_leak":
+				// The vendor reads which object, in which case, and why.
+				for _, want := range []string{`got 1 backend object(s) left by the case after its cleanup deleted what it created: "trash/v`,
+					`rule: CSI v1.14 DeleteVolume/DeleteSnapshot:`} {
+					if !strings.Contains(out.String(), want) {
+						t.Errorf("fault %s: failure output lacks %q:\n%s", f.fault, want, out.String())
+					}
+				}
+			case "backend_leak_outside_case":
+				if !strings.Contains(out.String(), `that no case left (created outside the cases`) || !strings.Contains(out.String(), `"trash/stray"`) {
+					t.Errorf("fault %s: the failure does not name the stray object:\n%s", f.fault, out.String())
+				}
 			case "lost_data":
 				// Issue 16 item 7: persistence is Kubernetes' expectation
 				// of a persistent volume, not spec text.

@@ -143,6 +143,37 @@ func (d *refDriver) volume(id string) (refMeta, error) {
 	return m, nil
 }
 
+// refObjects lists the reference driver's backend objects under dir:
+// volumes, snapshots and anything in a trash directory, as
+// "vols/<id>", "snaps/<id>", "trash/<id>".
+func refObjects(dir string) func(context.Context) ([]string, error) {
+	return func(context.Context) ([]string, error) {
+		var out []string
+		for _, sub := range []string{"vols", "snaps", "trash"} {
+			es, err := os.ReadDir(filepath.Join(dir, sub))
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				return nil, err
+			}
+			for _, e := range es {
+				out = append(out, sub+"/"+e.Name())
+			}
+		}
+		return out, nil
+	}
+}
+
+// NodeGetInfo names the node; with the backend_leak_outside_case fault it
+// first leaves a stray object in the trash (the harness asks once before
+// its first case, so no case sees it appear).
+func (d *refDriver) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
+	if d.fault == "backend_leak_outside_case" {
+		if err := os.MkdirAll(filepath.Join(d.dir, "trash", "stray"), 0o750); err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+	}
+	return &csi.NodeGetInfoResponse{NodeId: "node-1"}, nil
+}
+
 func (d *refDriver) Probe(ctx context.Context, _ *csi.ProbeRequest) (*csi.ProbeResponse, error) {
 	if d.fault == "hang" {
 		<-ctx.Done()
@@ -259,6 +290,14 @@ func (d *refDriver) DeleteVolume(_ context.Context, r *csi.DeleteVolumeRequest) 
 	}
 	if _, err := os.Stat(d.stagedMark(r.GetVolumeId())); err == nil && d.fault != "delete_staged" {
 		return nil, status.Errorf(codes.FailedPrecondition, "volume %q is staged on a node", r.GetVolumeId())
+	}
+	if m, _ := d.volume(r.GetVolumeId()); d.fault == "backend_leak" && len(m.Name) == 128 && !m.Block {
+		// On one path only (mount volumes with the longest names), the
+		// volume goes to a trash directory nothing ever empties.
+		if err := os.MkdirAll(filepath.Join(d.dir, "trash"), 0o750); err != nil {
+			return nil, status.Error(codes.Internal, err.Error())
+		}
+		return &csi.DeleteVolumeResponse{}, os.Rename(d.volDir(r.GetVolumeId()), filepath.Join(d.dir, "trash", r.GetVolumeId()))
 	}
 	return &csi.DeleteVolumeResponse{}, os.RemoveAll(d.volDir(r.GetVolumeId()))
 }

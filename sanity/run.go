@@ -13,7 +13,9 @@ import (
 // subtests of t: Identity once, then, for each access type of
 // cfg.AccessType, the Controller, Snapshots, Expansion, Modify, Node,
 // GroupController, SnapshotMetadata, DataPath, Pagination, Concurrency and Restart areas,
-// then SecretLogs and Hygiene over the whole run. Run returns when every
+// then SecretLogs and Hygiene over the whole run. With
+// Config.BackendObjects set, every case (and group) also fails that leaves
+// an object in the driver's backend. Run returns when every
 // case has finished and the in-process driver, if any, has stopped; it
 // logs a tally of its cases last ("sanity: N passed, N failed, N
 // skipped", shown by go test -v or when the test fails).
@@ -55,6 +57,12 @@ func Run(t *testing.T, target Target, cfg Config) {
 	}
 	if cfg.AccessType == BlockAccess {
 		s.access = BlockAccess
+	}
+	var atStart map[string]bool
+	var atStartErr error
+	if cfg.BackendObjects != nil {
+		s.leaks = &leakCheck{list: cfg.BackendObjects, timeout: cfg.CallTimeout}
+		atStart, atStartErr = s.leaks.snapshot()
 	}
 	s.discover(t)
 
@@ -104,6 +112,7 @@ func Run(t *testing.T, target Target, cfg Config) {
 					}
 				}
 			})
+			s.run(t, "no_backend_objects_left", func(t *testing.T) { s.runLeaksCase(t, atStart, atStartErr) })
 			s.run(t, "no_goroutines_leaked", func(t *testing.T) {
 				if target.start == nil {
 					t.Skip("goroutines are checked for in-process targets only")

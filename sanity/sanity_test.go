@@ -17,7 +17,12 @@ import (
 // refTarget serves a refDriver with fault on a state directory that
 // survives restarts, logging to log.
 func refTarget(t *testing.T, fault string, log *sanity.LogBuffer) sanity.Target {
-	dir := t.TempDir()
+	return refTargetAt(t.TempDir(), fault, log)
+}
+
+// refTargetAt is refTarget on the state directory dir, whose backend
+// objects refObjects(dir) lists.
+func refTargetAt(dir, fault string, log *sanity.LogBuffer) sanity.Target {
 	var out io.Writer = log
 	if fault == "silent_log" {
 		out = io.Discard
@@ -44,7 +49,8 @@ func TestReference(t *testing.T) {
 	needRoot(t)
 	log := &sanity.LogBuffer{}
 	start := time.Now()
-	sanity.Run(t, refTarget(t, "", log), sanity.Config{Log: log.Bytes, AccessType: sanity.BothAccess})
+	dir := t.TempDir()
+	sanity.Run(t, refTargetAt(dir, "", log), sanity.Config{Log: log.Bytes, AccessType: sanity.BothAccess, BackendObjects: refObjects(dir)})
 	t.Logf("harness against the reference driver took %v", time.Since(start))
 }
 

@@ -30,6 +30,7 @@ type suite struct {
 	root   string     // name of the Run test, to name cases relative to it
 	vols   *volumeLog // volumes each case created, by test name
 	tally  *tally     // cases by outcome, shared by the copies
+	leaks  *leakCheck // nil without Config.BackendObjects
 
 	plugin    map[csi.PluginCapability_Service_Type]bool
 	expansion csi.PluginCapability_VolumeExpansion_Type
@@ -88,13 +89,18 @@ func (c *tally) parent(t *testing.T) {
 	c.groups[t] = true
 }
 
-// done counts t once it and its cleanups have finished.
-func (c *tally) done(t *testing.T) {
+// done counts t once it and its cleanups have finished. A group counts
+// as a failed case when a check of its own (leaked backend objects)
+// failed it.
+func (c *tally) done(t *testing.T, ownFailure bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
 	case c.groups[t]:
 		delete(c.groups, t)
+		if ownFailure {
+			c.failed++
+		}
 	case t.Failed():
 		c.failed++
 	case t.Skipped():
@@ -116,16 +122,29 @@ func (s *suite) run(t *testing.T, name string, f func(*testing.T)) bool {
 	t.Helper()
 	s.tally.parent(t)
 	rel := strings.TrimPrefix(t.Name()+"/"+name, s.root+"/")
+	leaks := s.leaks
 	for pattern, reason := range s.cfg.Skip {
 		if rel == pattern || (strings.HasSuffix(pattern, "/") && strings.HasPrefix(rel+"/", pattern)) {
 			f = func(t *testing.T) { t.Skip("Config.Skip: " + reason) }
+			leaks = nil
 			break
 		}
 	}
 	return t.Run(name, func(t *testing.T) {
+		var before map[string]bool
+		var listErr error
+		if leaks != nil {
+			before, listErr = leaks.snapshot()
+		}
 		// Registered first, so it runs after the case's own cleanups
-		// (which may still fail it).
-		t.Cleanup(func() { s.tally.done(t) })
+		// (which may still fail it, and delete what it created).
+		t.Cleanup(func() {
+			own := false
+			if leaks != nil {
+				own = leaks.caseLeaks(t, before, listErr)
+			}
+			s.tally.done(t, own)
+		})
 		f(t)
 	})
 }

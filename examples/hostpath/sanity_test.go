@@ -7,9 +7,12 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
 
 	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/csitest"
@@ -62,8 +65,44 @@ func TestSanity(t *testing.T) {
 		Parameters:        map[string]string{driver.ParamFSType: "ext4"},
 		MutableParameters: map[string]string{"iops": "100"},
 		Log:               log.Bytes,
+		BackendObjects:    stateObjects(state),
 	})
 	t.Logf("sanity against hostpath (mount and block) took %v", time.Since(start))
+}
+
+// stateObjects is the sanity.Config.BackendObjects of a hostpath driver
+// on state: every file and directory the driver keeps for volumes and
+// snapshots ("volumes/<id>", "images/<id>.img", "images/<id>.staged",
+// "snapshots/<id>[.img]", partial copies) and anything else below state,
+// two levels deep (what is inside a volume is the volume's data). What
+// legitimately stays is left out: the three directories themselves, the
+// journal file that holds the name→ID journal and the volume, snapshot and
+// group metadata (journal.db) and its compaction file while it is
+// rewritten.
+func stateObjects(state string) func(context.Context) ([]string, error) {
+	keep := map[string]bool{"volumes": true, "images": true, "snapshots": true, "journal.db": true, "journal.db.compact": true}
+	return func(context.Context) ([]string, error) {
+		top, err := os.ReadDir(state)
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, e := range top {
+			if !keep[e.Name()] {
+				out = append(out, e.Name())
+			}
+		}
+		for _, dir := range []string{"volumes", "images", "snapshots"} {
+			es, err := os.ReadDir(filepath.Join(state, dir))
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range es {
+				out = append(out, dir+"/"+e.Name())
+			}
+		}
+		return out, nil
+	}
 }
 
 // resizeSkips skips the cases that grow an ext4 filesystem online when
@@ -111,7 +150,8 @@ func TestSanityEndpoint(t *testing.T) {
 		{"block", sanity.BlockAccess, nil, 16 << 20},
 	} {
 		t.Run(k.name, func(t *testing.T) {
-			p := csitest.StartProcess(t, bin, "--nodeid", "sanity-node", "--state-dir", t.TempDir(), "--log-level", "debug",
+			state := t.TempDir()
+			p := csitest.StartProcess(t, bin, "--nodeid", "sanity-node", "--state-dir", state, "--log-level", "debug",
 				"--enable-attach", "--enable-modify", "--mutable-parameters", "iops")
 			start := time.Now()
 			sanity.Run(t, sanity.Endpoint(p.Endpoint), sanity.Config{
@@ -123,8 +163,57 @@ func TestSanityEndpoint(t *testing.T) {
 				MutableParameters: map[string]string{"iops": "100"},
 				Restart:           p.Restart,
 				Log:               p.Log,
+				BackendObjects:    stateObjects(state),
 			})
 			t.Logf("sanity by endpoint against hostpath (%s volumes) took %v", k.name, time.Since(start))
 		})
+	}
+}
+
+// TestStateObjects checks the harness's view of hostpath's backend: a
+// fresh state directory lists nothing, each volume and snapshot shows up
+// under its ID while it exists, and after their deletion nothing is listed
+// again (what stays is only what stateObjects leaves out).
+func TestStateObjects(t *testing.T) {
+	needRoot(t)
+	testenv.RequireCommand(t, "mkfs.ext4", "e2fsprogs")
+	state := shortDir(t, "hp-objs-")
+	s := serve(t, shortDir(t, "hp-sock-"), driver.Options{StateDir: state})
+	list := stateObjects(state)
+	objects := func() []string {
+		t.Helper()
+		got, err := list(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := objects(); len(got) != 0 {
+		t.Fatalf("got objects %q in a fresh state directory, want none", got)
+	}
+	dirVol := createVol(t, s, "objs-dir", 16<<20, capFor(false, ""), nil)
+	blockVol := createVol(t, s, "objs-block", 16<<20, capFor(true, ""), nil)
+	fsVol := createVol(t, s, "objs-ext4", 16<<20, capFor(false, "ext4"), nil)
+	snap, err := s.ctl.CreateSnapshot(context.Background(), &csi.CreateSnapshotRequest{Name: "objs-snap", SourceVolumeId: fsVol})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(objects(), " ")
+	t.Logf("objects while the volumes and the snapshot exist: %s", got)
+	for _, id := range []string{dirVol, blockVol, fsVol, snap.GetSnapshot().GetSnapshotId()} {
+		if !strings.Contains(got, "/"+id) {
+			t.Errorf("got objects %q, want one naming %s", got, id)
+		}
+	}
+	if _, err := s.ctl.DeleteSnapshot(context.Background(), &csi.DeleteSnapshotRequest{SnapshotId: snap.GetSnapshot().GetSnapshotId()}); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{dirVol, blockVol, fsVol} {
+		if _, err := s.ctl.DeleteVolume(context.Background(), &csi.DeleteVolumeRequest{VolumeId: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := objects(); len(got) != 0 {
+		t.Errorf("got objects %q after every volume and snapshot was deleted, want none", got)
 	}
 }

@@ -9,9 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ceph/go-ceph/rbd"
 
 	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/examples/rbd/driver"
@@ -73,14 +76,17 @@ func (k sanityKind) config(t *testing.T, c cephtest.Cluster, log func() ([]byte,
 		params[key] = v
 	}
 	return sanity.Config{
-		Skip:       skip,
-		AccessType: k.access,
-		VolumeSize: k.size,
-		ExpandSize: 2 * k.size,
-		FsType:     k.fsType,
-		Parameters: params,
-		Secrets:    c.Secrets(),
-		Log:        log,
+		// Every image, snapshot, trash entry and journal record a case
+		// leaves in the pool fails that case.
+		BackendObjects: cephtest.BackendObjects(cephtest.Admin(t, c), c.Pool, driver.JournalNamespace),
+		Skip:           skip,
+		AccessType:     k.access,
+		VolumeSize:     k.size,
+		ExpandSize:     2 * k.size,
+		FsType:         k.fsType,
+		Parameters:     params,
+		Secrets:        c.Secrets(),
+		Log:            log,
 	}
 }
 
@@ -167,5 +173,104 @@ func TestSanityEndpoint(t *testing.T) {
 			sanity.Run(t, sanity.Endpoint("unix://"+sock), cfg)
 			t.Logf("sanity by endpoint against the rbd binary (%s) took %v", kind.name, time.Since(began))
 		})
+	}
+}
+
+// TestBackendObjects checks the harness's view of the rbd backend in a
+// pool of the test's own: nothing in a fresh pool; an image, its
+// snapshot, an image in the trash and a committed journal record (named
+// by the CSI name and ID in its omap) while they exist; an uncommitted
+// reservation never; nothing once everything is removed.
+func TestBackendObjects(t *testing.T) {
+	c := cephtest.Require(t)
+	conn := cephtest.Admin(t, c)
+	pool := cephtest.NewPool(t, conn)
+	list := cephtest.BackendObjects(conn, pool, driver.JournalNamespace)
+	objects := func() []string {
+		t.Helper()
+		got, err := list(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := objects(); len(got) != 0 {
+		t.Fatalf("got %q in a fresh pool, want nothing", got)
+	}
+	io, err := conn.OpenIOContext(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer io.Destroy()
+	for _, name := range []string{"img", "trashed"} {
+		if err := rbd.CreateImage(io, name, 1<<20, rbd.NewRbdImageOptions()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	img, err := rbd.OpenImage(io, "img", rbd.NoSnapshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := img.CreateSnapshot("snap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	trashed, err := rbd.OpenImage(io, "trashed", rbd.NoSnapshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := trashed.Trash(0); err != nil {
+		t.Fatal(err)
+	}
+	jio, err := conn.OpenIOContext(pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer jio.Destroy()
+	jio.SetNamespace(driver.JournalNamespace)
+	records := map[string]map[string][]byte{
+		"volume.name.aa": {"name": []byte("pvc-1"), "id": []byte("1-vol"), "committed": []byte("1")},
+		"volume.id.bb":   {"name": []byte("pvc-1")},
+		"volume.name.cc": {"name": []byte("pvc-2"), "id": []byte("1-pending")}, // an uncommitted reservation
+		"volume.id.dd":   {"name": []byte("pvc-2")},
+	}
+	for oid, m := range records {
+		if err := jio.SetOmap(oid, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	trash, err := rbd.GetTrashList(io)
+	if err != nil || len(trash) != 1 {
+		t.Fatalf("trash list: %v %v", trash, err)
+	}
+	want := []string{
+		`image img`, `journal volume.id.bb name="pvc-1"`, `journal volume.name.aa name="pvc-1" id="1-vol"`,
+		`snapshot img@snap`, `trash trashed ` + trash[0].Id,
+	}
+	if got := objects(); !slices.Equal(got, want) {
+		t.Errorf("got objects\n\t%q\nwant\n\t%q", got, want)
+	}
+	if err := snap.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if err := img.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := trashed.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rbd.RemoveImage(io, "img"); err != nil {
+		t.Fatal(err)
+	}
+	if err := rbd.TrashRemove(io, trash[0].Id, true); err != nil {
+		t.Fatal(err)
+	}
+	for oid := range records {
+		if err := jio.Delete(oid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := objects(); len(got) != 0 {
+		t.Errorf("got %q after everything was removed, want nothing", got)
 	}
 }
