@@ -45,8 +45,8 @@
 // exists, CreateVolume also locks the ID and DeleteVolume also locks the
 // name, so the two exclude each other. DeleteVolume and DeleteSnapshot
 // release the binding after the driver succeeds. A create refused with
-// InvalidArgument, OutOfRange, AlreadyExists or Unimplemented drops the
-// reservation it made itself; a reservation from an earlier attempt, which
+// InvalidArgument, OutOfRange, AlreadyExists, Unimplemented or NotFound (a
+// content source that does not exist) drops the reservation it made itself; a reservation from an earlier attempt, which
 // may have built the object, stays, as it does after other errors, for
 // the retry or Sweep.
 //

@@ -73,10 +73,12 @@ var (
 // built the object (a backend then answers the retry AlreadyExists), and
 // only the reservation lets a later retry adopt it or Sweep remove it.
 // After any other error the reservation stays too, and the retry reuses
-// the ID.
+// the ID. NotFound counts as a refusal: from a create-like RPC the spec
+// means by it that the content source (a snapshot or volume to copy, a
+// group's member) does not exist, so nothing was made.
 func releasable(err error) bool {
 	switch status.Code(err) {
-	case codes.InvalidArgument, codes.OutOfRange, codes.AlreadyExists, codes.Unimplemented:
+	case codes.InvalidArgument, codes.OutOfRange, codes.AlreadyExists, codes.Unimplemented, codes.NotFound:
 		return true
 	}
 	return false

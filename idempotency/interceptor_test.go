@@ -276,6 +276,14 @@ func TestDriverErrors(t *testing.T) {
 	if _, ok, _ := j.LookupName(ctx, idempotency.KindVolume, "pvc-1"); ok {
 		t.Error("after OutOfRange: reservation kept, want dropped")
 	}
+	// NotFound from a create is the spec's "content source does not
+	// exist": a refusal too, nothing was made.
+	d.fail = status.Error(codes.NotFound, "source snapshot snap-9 does not exist")
+	_, err = call(ctx, ic, mCreate, createVol("pvc-nf"), d.handler)
+	testenv.WantCode(t, err, codes.NotFound) // refused create
+	if _, ok, _ := j.LookupName(ctx, idempotency.KindVolume, "pvc-nf"); ok {
+		t.Error("after NotFound: reservation kept, want dropped")
+	}
 	// ...any other error keeps it, so the retry reuses the ID.
 	d.fail = status.Error(codes.Unavailable, "backend down")
 	_, err = call(ctx, ic, mCreate, createVol("pvc-2"), d.handler)

@@ -32,7 +32,7 @@ func TestRefusedRetryKeepsAnEarlierAttemptsReservation(t *testing.T) {
 		},
 	}
 	for jname, newJournal := range journals {
-		for _, code := range []codes.Code{codes.InvalidArgument, codes.OutOfRange, codes.AlreadyExists, codes.Unimplemented} {
+		for _, code := range []codes.Code{codes.InvalidArgument, codes.OutOfRange, codes.AlreadyExists, codes.Unimplemented, codes.NotFound} {
 			t.Run(jname+"/"+code.String(), func(t *testing.T) {
 				ctx := context.Background()
 				j := newJournal(t)
