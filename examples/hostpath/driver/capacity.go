@@ -4,6 +4,7 @@ package driver
 
 import (
 	"context"
+	"maps"
 	"strings"
 	"sync"
 
@@ -68,10 +69,33 @@ func newLedger(st *store) *ledger {
 // account returns the bytes charged (durable records and reservations
 // beyond them) and the part of it reserved but not yet durable, dropping
 // reservations durable records now cover. Called with l.mu held.
+//
+// Records become durable outside the ledger's lock (at the journal's
+// commit), so the sum and the reserved keys' charges are read as one
+// consistent view: the charges before and after the sum must agree, else
+// a record that became durable in between would be counted in neither
+// (its charge covering the reservation, its bytes missing from the sum)
+// and a concurrent create could pass the limit. Records change rarely;
+// after a few disagreeing reads the earlier charges are used, which can
+// only count a record twice (refusing, never overcommitting).
 func (l *ledger) account() (used, inflight int64) {
-	used = l.durable()
+	charges := func() map[string]int64 {
+		m := make(map[string]int64, len(l.reserved))
+		for k := range l.reserved {
+			m[k] = l.charge(k)
+		}
+		return m
+	}
+	var before map[string]int64
+	for try := 0; ; try++ {
+		before = charges()
+		used = l.durable()
+		if try == 8 || maps.Equal(before, charges()) {
+			break
+		}
+	}
 	for k, r := range l.reserved {
-		extra := r - l.charge(k)
+		extra := r - before[k]
 		if extra <= 0 {
 			delete(l.reserved, k)
 			continue
