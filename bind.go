@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/csikit/csikit/csi/validation"
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/locks"
 )
 
 // bound is a table entry bound to one server's driver.
@@ -91,8 +91,8 @@ func (s *Server) servesService(name string) bool {
 }
 
 // lockKeys returns the table's default lock keys by full method name.
-func lockKeys() map[string]idempotency.KeyFunc {
-	out := make(map[string]idempotency.KeyFunc)
+func lockKeys() map[string]locks.KeyFunc {
+	out := make(map[string]locks.KeyFunc)
 	for i := range rpcs {
 		if rpcs[i].keys != nil {
 			out[rpcs[i].method] = rpcs[i].keys

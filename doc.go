@@ -11,9 +11,11 @@
 //
 // The spec-level pieces it is built from live under csi/ (csi/endpoint,
 // csi/validation, csi/secrets, csi/requestid, csi/logging, csi/recovery)
-// and can be used on any *grpc.Server; the per-volume locks and the
-// name→ID journal are in idempotency. Node helpers live in mount (with the
-// fake mount/mounttest), block, fstree and quota, and caps tells which
+// and can be used on any *grpc.Server; the per-volume locks are in locks,
+// the name→ID journal (and the KV spaces drivers keep metadata in) in
+// journal, and the interceptor composing them in idempotency. Node helpers
+// live in mount (with the fake mount/mounttest), block, fstree and quota,
+// and caps tells which
 // Linux capabilities the process has (online growth needs one); NodeGetVolumeStats
 // answers are built by stats, volume-health entries by health, and
 // Prometheus metrics with /metrics and /healthz are served by metrics.

@@ -4,6 +4,8 @@ import (
 	"log/slog"
 
 	"google.golang.org/grpc"
+
+	"github.com/csikit/csikit/locks"
 )
 
 // StreamServerInterceptor returns the stream variant of the interceptor:
@@ -18,8 +20,8 @@ func (i *Interceptor) StreamServerInterceptor() grpc.StreamServerInterceptor {
 			return handler(srv, ss)
 		}
 		ls := &lockingStream{ServerStream: ss, i: i, kf: kf, method: info.FullMethod,
-			set: lockSet{t: i.opts.Locks, owner: Owner{Method: info.FullMethod, Since: callStart(ss.Context())}}}
-		defer ls.set.releaseAll()
+			set: locks.Set{Table: i.opts.Locks, Owner: locks.Owner{Method: info.FullMethod, Since: callStart(ss.Context())}}}
+		defer ls.set.Release()
 		return handler(srv, ls)
 	}
 }
@@ -29,9 +31,9 @@ func (i *Interceptor) StreamServerInterceptor() grpc.StreamServerInterceptor {
 type lockingStream struct {
 	grpc.ServerStream
 	i      *Interceptor
-	kf     KeyFunc
+	kf     locks.KeyFunc
 	method string
-	set    lockSet
+	set    locks.Set
 }
 
 func (s *lockingStream) RecvMsg(m any) error {
@@ -39,7 +41,7 @@ func (s *lockingStream) RecvMsg(m any) error {
 		return err
 	}
 	ctx := s.Context()
-	if err := s.set.acquire(s.kf(ctx, m)...); err != nil {
+	if err := s.set.Acquire(s.kf(ctx, m)...); err != nil {
 		s.i.opts.Logger.DebugContext(ctx, "lock conflict", slog.String("method", s.method), slog.String("conflict", err.Error()))
 		return err
 	}

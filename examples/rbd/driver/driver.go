@@ -199,7 +199,7 @@ func (d *Driver) Service() any { return d }
 
 // ServerOptions returns the csikit options this driver needs on top of
 // the caller's: the journal (which reads each request's secrets and
-// parameters through idempotency.Request) and the capabilities.
+// parameters through journal.Request) and the capabilities.
 func (d *Driver) ServerOptions(o csikit.Options) csikit.Options {
 	o.Journal = d.Journal()
 	o.VolumeModes = csikit.Mount | csikit.Block

@@ -1,4 +1,4 @@
-package idempotency_test
+package journal_test
 
 import (
 	"bufio"
@@ -14,11 +14,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 )
 
 // The crash test re-executes the test binary as a child that hammers a
-// FileJournal from several goroutines, and SIGKILLs it at a random moment.
+// File from several goroutines, and SIGKILLs it at a random moment.
 // The child announces each operation before it starts ("begin") and after
 // it returned ("ok"); names are split between goroutines, so per name the
 // announcements are in commit order. After each kill the parent reopens the
@@ -38,7 +38,7 @@ func crashFingerprint(name string) []byte { return []byte("fp-" + name) }
 // crashChild runs in the child process until it is killed.
 func crashChild() {
 	path := os.Getenv(crashChildEnv)
-	j, err := idempotency.OpenFileJournal(path, idempotency.FileJournalOptions{})
+	j, err := journal.OpenFile(path, journal.FileOptions{})
 	if err != nil {
 		fmt.Printf("BUG open: %v\n", err)
 		os.Exit(2)
@@ -55,16 +55,16 @@ func crashChild() {
 		go func() {
 			for {
 				name := "pvc-" + strconv.Itoa(w+crashWorkers*rand.IntN(crashNames/crashWorkers))
-				rec, ok, err := j.LookupName(ctx, idempotency.KindVolume, name)
+				rec, ok, err := j.LookupName(ctx, journal.KindVolume, name)
 				if err != nil {
 					say("BUG lookup %s: %v", name, err)
 					os.Exit(2)
 				}
 				switch {
 				case !ok:
-					id := idempotency.RandomID(name)
+					id := journal.RandomID(name)
 					say("begin reserve %s %s", name, id)
-					got, err := j.Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: name, Fingerprint: crashFingerprint(name), ID: id})
+					got, err := j.Reserve(ctx, journal.Reservation{Kind: journal.KindVolume, Name: name, Fingerprint: crashFingerprint(name), ID: id})
 					if err != nil || got.ID != id {
 						say("BUG reserve %s: got %q, %v; want %q", name, got.ID, err, id)
 						os.Exit(2)
@@ -72,20 +72,20 @@ func crashChild() {
 					say("ok reserve %s %s", name, id)
 				case !rec.Committed:
 					// A retry after a crash must find the same ID.
-					again, err := j.Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: name, Fingerprint: crashFingerprint(name), ID: idempotency.RandomID(name)})
+					again, err := j.Reserve(ctx, journal.Reservation{Kind: journal.KindVolume, Name: name, Fingerprint: crashFingerprint(name), ID: journal.RandomID(name)})
 					if err != nil || again.ID != rec.ID {
 						say("BUG re-reserve %s: got %q, %v; want %q", name, again.ID, err, rec.ID)
 						os.Exit(2)
 					}
 					say("begin commit %s %s", name, rec.ID)
-					if err := j.Commit(ctx, idempotency.KindVolume, name, rec.ID, []byte("resp-"+rec.ID)); err != nil {
+					if err := j.Commit(ctx, journal.KindVolume, name, rec.ID, []byte("resp-"+rec.ID)); err != nil {
 						say("BUG commit %s: %v", name, err)
 						os.Exit(2)
 					}
 					say("ok commit %s %s", name, rec.ID)
 				default:
 					say("begin release %s %s", name, rec.ID)
-					if err := j.Release(ctx, idempotency.KindVolume, rec.ID); err != nil {
+					if err := j.Release(ctx, journal.KindVolume, rec.ID); err != nil {
 						say("BUG release %s: %v", name, err)
 						os.Exit(2)
 					}
@@ -122,7 +122,7 @@ func TestCrashDuringReserveCommit(t *testing.T) {
 		for _, a := range acked {
 			model[a.name] = a.after
 		}
-		j, err := idempotency.OpenFileJournal(path, idempotency.FileJournalOptions{})
+		j, err := journal.OpenFile(path, journal.FileOptions{})
 		if err != nil {
 			t.Fatalf("iteration %d: reopen: %v", it, err)
 		}
@@ -132,14 +132,14 @@ func TestCrashDuringReserveCommit(t *testing.T) {
 		}
 		for i := range crashNames {
 			name := "pvc-" + strconv.Itoa(i)
-			rec, ok, err := j.LookupName(context.Background(), idempotency.KindVolume, name)
+			rec, ok, err := j.LookupName(context.Background(), journal.KindVolume, name)
 			if err != nil {
 				t.Fatalf("iteration %d: lookup %s: %v", it, name, err)
 			}
 			got := crashState{}
 			if ok {
 				got = crashState{id: rec.ID, committed: rec.Committed}
-				if back, ok, _ := j.LookupID(context.Background(), idempotency.KindVolume, rec.ID); !ok || back.Name != name {
+				if back, ok, _ := j.LookupID(context.Background(), journal.KindVolume, rec.ID); !ok || back.Name != name {
 					t.Fatalf("iteration %d: ID %s of %s maps back to %q, %v", it, rec.ID, name, back.Name, ok)
 				}
 				if rec.Committed && string(rec.Response) != "resp-"+rec.ID {

@@ -1,4 +1,4 @@
-package idempotency_test
+package journal_test
 
 import (
 	"context"
@@ -10,9 +10,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/idempotency"
+
+	"github.com/csikit/csikit/journal"
 )
 
-func kvGet(t *testing.T, kv *idempotency.KV, key string) (string, bool) {
+func kvGet(t *testing.T, kv *journal.KV, key string) (string, bool) {
 	t.Helper()
 	var v string
 	var ok bool
@@ -27,9 +29,9 @@ func kvGet(t *testing.T, kv *idempotency.KV, key string) (string, bool) {
 	return v, ok
 }
 
-func openJournalKV(t *testing.T, path string) (*idempotency.FileJournal, *idempotency.KV) {
+func openJournalKV(t *testing.T, path string) (*journal.File, *journal.KV) {
 	t.Helper()
-	j, err := idempotency.OpenFileJournal(path, idempotency.FileJournalOptions{})
+	j, err := journal.OpenFile(path, journal.FileOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,9 +52,9 @@ func TestDeferredWritesJoinCommitAndRelease(t *testing.T) {
 	ic := newIC(t, idempotency.Options{Journal: j})
 	ctx := context.Background()
 
-	before := idempotency.JournalRecords(j)
+	before := journal.FileRecords(j)
 	id := volID(t, ic, createVol("pvc-1"), func(ctx context.Context, req any) (any, error) {
-		id, _ := idempotency.ReservedID(ctx)
+		id, _ := journal.ReservedID(ctx)
 		if err := kv.DeferPut(ctx, id, []byte("size=1")); err != nil {
 			return nil, err
 		}
@@ -61,7 +63,7 @@ func TestDeferredWritesJoinCommitAndRelease(t *testing.T) {
 		}
 		return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: id}}, nil
 	})
-	if got := idempotency.JournalRecords(j) - before; got != 2 {
+	if got := journal.FileRecords(j) - before; got != 2 {
 		t.Errorf("create wrote %d records, want 2 (reserve, commit + metadata)", got)
 	}
 	if v, ok := kvGet(t, kv, id); !ok || v != "size=1" {
@@ -74,13 +76,13 @@ func TestDeferredWritesJoinCommitAndRelease(t *testing.T) {
 		t.Fatalf("after reopen the metadata is %q, %v", v, ok)
 	}
 	ic = newIC(t, idempotency.Options{Journal: j})
-	before = idempotency.JournalRecords(j)
+	before = journal.FileRecords(j)
 	if _, err := call(ctx, ic, mDelete, &csi.DeleteVolumeRequest{VolumeId: id}, func(ctx context.Context, req any) (any, error) {
 		return &csi.DeleteVolumeResponse{}, kv.DeferDelete(ctx, id)
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if got := idempotency.JournalRecords(j) - before; got != 1 {
+	if got := journal.FileRecords(j) - before; got != 1 {
 		t.Errorf("delete wrote %d records, want 1 (release + metadata)", got)
 	}
 	if _, ok := kvGet(t, kv, id); ok {
@@ -122,7 +124,7 @@ func TestDeferredWritesSurviveEveryEnding(t *testing.T) {
 			j, kv := openJournalKV(t, path)
 			defer j.Close()
 			// "taken-id" belongs to another name already.
-			if _, err := j.Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: "other", ID: "taken-id", Fingerprint: []byte("f")}); err != nil {
+			if _, err := j.Reserve(ctx, journal.Reservation{Kind: journal.KindVolume, Name: "other", ID: "taken-id", Fingerprint: []byte("f")}); err != nil {
 				t.Fatal(err)
 			}
 			ic := newIC(t, idempotency.Options{Journal: j})
@@ -130,7 +132,7 @@ func TestDeferredWritesSurviveEveryEnding(t *testing.T) {
 				if err := kv.DeferPut(ctx, "k", []byte("v")); err != nil {
 					t.Fatal(err)
 				}
-				id, _ := idempotency.ReservedID(ctx)
+				id, _ := journal.ReservedID(ctx)
 				return c.result(ctx, id)
 			})
 			if v, ok := kvGet(t, kv, "k"); !ok || v != "v" {
@@ -150,7 +152,7 @@ func TestDeferredAndImmediateWritesKeepCallOrder(t *testing.T) {
 	defer j.Close()
 	ic := newIC(t, idempotency.Options{Journal: j})
 	volID(t, ic, createVol("pvc"), func(ctx context.Context, req any) (any, error) {
-		id, _ := idempotency.ReservedID(ctx)
+		id, _ := journal.ReservedID(ctx)
 		steps := []error{
 			kv.DeferPut(ctx, "x", []byte("deferred")),
 			kv.Put(ctx, "x", []byte("immediate")),

@@ -1,4 +1,4 @@
-package idempotency
+package journal
 
 import (
 	"bytes"
@@ -8,19 +8,19 @@ import (
 	"time"
 )
 
-// MemoryJournal is a Journal kept in memory. It forgets everything when the
+// Memory is a Journal kept in memory. It forgets everything when the
 // process exits, so it makes retries idempotent only within one process
 // lifetime: use it for tests and for drivers whose backend is itself the
-// durable journal. The zero value is not usable; call NewMemoryJournal.
-type MemoryJournal struct {
+// durable journal. The zero value is not usable; call NewMemory.
+type Memory struct {
 	mu    sync.Mutex
 	names map[Kind]map[string]*Record
 	ids   map[Kind]map[string]string // id → name
 }
 
-// NewMemoryJournal returns an empty in-memory journal.
-func NewMemoryJournal() *MemoryJournal {
-	j := &MemoryJournal{names: map[Kind]map[string]*Record{}, ids: map[Kind]map[string]string{}}
+// NewMemory returns an empty in-memory journal.
+func NewMemory() *Memory {
+	j := &Memory{names: map[Kind]map[string]*Record{}, ids: map[Kind]map[string]string{}}
 	for k := KindVolume; k <= KindGroupSnapshot; k++ {
 		j.names[k] = map[string]*Record{}
 		j.ids[k] = map[string]string{}
@@ -36,7 +36,7 @@ func copyRecord(r *Record) Record {
 }
 
 // Reserve implements Journal.
-func (j *MemoryJournal) Reserve(ctx context.Context, r Reservation) (Record, error) {
+func (j *Memory) Reserve(ctx context.Context, r Reservation) (Record, error) {
 	if err := checkReservation(ctx, r); err != nil {
 		return Record{}, err
 	}
@@ -60,7 +60,7 @@ func (j *MemoryJournal) Reserve(ctx context.Context, r Reservation) (Record, err
 }
 
 // Commit implements Journal.
-func (j *MemoryJournal) Commit(ctx context.Context, kind Kind, name, id string, response []byte) error {
+func (j *Memory) Commit(ctx context.Context, kind Kind, name, id string, response []byte) error {
 	if err := checkArgs(ctx, kind, name); err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func (j *MemoryJournal) Commit(ctx context.Context, kind Kind, name, id string, 
 }
 
 // LookupName implements Journal.
-func (j *MemoryJournal) LookupName(ctx context.Context, kind Kind, name string) (Record, bool, error) {
+func (j *Memory) LookupName(ctx context.Context, kind Kind, name string) (Record, bool, error) {
 	if err := checkArgs(ctx, kind, name); err != nil {
 		return Record{}, false, err
 	}
@@ -101,7 +101,7 @@ func (j *MemoryJournal) LookupName(ctx context.Context, kind Kind, name string) 
 }
 
 // LookupID implements Journal.
-func (j *MemoryJournal) LookupID(ctx context.Context, kind Kind, id string) (Record, bool, error) {
+func (j *Memory) LookupID(ctx context.Context, kind Kind, id string) (Record, bool, error) {
 	if err := checkArgs(ctx, kind, id); err != nil {
 		return Record{}, false, err
 	}
@@ -115,7 +115,7 @@ func (j *MemoryJournal) LookupID(ctx context.Context, kind Kind, id string) (Rec
 }
 
 // Release implements Journal.
-func (j *MemoryJournal) Release(ctx context.Context, kind Kind, id string) error {
+func (j *Memory) Release(ctx context.Context, kind Kind, id string) error {
 	if err := checkArgs(ctx, kind, id); err != nil {
 		return err
 	}
@@ -129,7 +129,7 @@ func (j *MemoryJournal) Release(ctx context.Context, kind Kind, id string) error
 }
 
 // Uncommitted implements Lister.
-func (j *MemoryJournal) Uncommitted(ctx context.Context, kind Kind, reservedBefore time.Time) ([]Record, error) {
+func (j *Memory) Uncommitted(ctx context.Context, kind Kind, reservedBefore time.Time) ([]Record, error) {
 	if err := checkArgs(ctx, kind, "-"); err != nil {
 		return nil, err
 	}

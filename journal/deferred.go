@@ -1,4 +1,4 @@
-package idempotency
+package journal
 
 import (
 	"context"
@@ -25,7 +25,7 @@ type callWrites struct {
 }
 
 type deferredOp struct {
-	j      *FileJournal
+	j      *File
 	bucket string
 	key    string
 	value  []byte
@@ -39,10 +39,25 @@ func (op deferredOp) size() int { return 16 + len(op.bucket) + len(op.key) + len
 // kvName names the op's KV space, for errors.
 func (op deferredOp) kvName() string { return (&KV{bucket: op.bucket}).String() }
 
-func withCallWrites(ctx context.Context, req any) (context.Context, *callWrites) {
+// A Call is one create or delete call that an interceptor journals: it
+// carries the call's request (for Request) and collects the KV writes the
+// driver defers (KV.DeferPut, KV.DeferDelete), which the File's Commit or
+// Release takes into its own transaction. Start one with WithCall before
+// calling the driver and the journal, and Flush it before answering.
+type Call struct{ cw *callWrites }
+
+// WithCall returns ctx carrying a new Call for req. The idempotency
+// interceptor starts one for every create and delete call it journals.
+func WithCall(ctx context.Context, req any) (context.Context, *Call) {
 	cw := &callWrites{req: req}
-	return context.WithValue(ctx, callWritesKey{}, cw), cw
+	return context.WithValue(ctx, callWritesKey{}, cw), &Call{cw: cw}
 }
+
+// Flush makes durable the deferred writes no Commit or Release took (the
+// driver failed, the journal wrote nothing, or the commit was refused), one
+// transaction per File. The call's answer must not go out before it
+// returns; an error means the driver's metadata is not recorded.
+func (c *Call) Flush() error { return c.cw.flush() }
 
 // Request returns the request of the create or delete call that the
 // Journal method running in ctx serves. Interceptor gives every Journal
@@ -81,7 +96,7 @@ func (cw *callWrites) add(op deferredOp) error {
 	n := op.size()
 	if cw.size+n > MaxDeferred {
 		return status.Errorf(codes.ResourceExhausted,
-			"idempotency: %s: deferring %q would take this call's deferred writes to %d bytes, at most %d; write some with Put",
+			"journal: %s: deferring %q would take this call's deferred writes to %d bytes, at most %d; write some with Put",
 			op.kvName(), op.key, cw.size+n, MaxDeferred)
 	}
 	cw.size += n
@@ -91,7 +106,7 @@ func (cw *callWrites) add(op deferredOp) error {
 
 // last returns the latest write deferred for bucket/key of j, if any. A
 // nil receiver has none.
-func (cw *callWrites) last(j *FileJournal, bucket, key string) (deferredOp, bool) {
+func (cw *callWrites) last(j *File, bucket, key string) (deferredOp, bool) {
 	if cw == nil {
 		return deferredOp{}, false
 	}
@@ -107,7 +122,7 @@ func (cw *callWrites) last(j *FileJournal, bucket, key string) (deferredOp, bool
 
 // take removes and returns the deferred writes for j, in order. A nil
 // receiver has none.
-func (cw *callWrites) take(j *FileJournal) []deferredOp {
+func (cw *callWrites) take(j *File) []deferredOp {
 	if cw == nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package idempotency_test
+package journal_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 )
 
 // TestFileJournalErrReportsPoisonAndRecovery: after a failed write the
@@ -22,11 +22,11 @@ func TestFileJournalErrReportsPoisonAndRecovery(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal")
 	j, kv := openJournalKV(t, path)
 	ctx := context.Background()
-	var h idempotency.HealthReporter = j // what csikit's Server asks
+	var h journal.HealthReporter = j // what csikit's Server asks
 	if err := h.Err(); err != nil {
 		t.Fatalf("fresh journal: %v", err)
 	}
-	if _, err := j.Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: "pvc-1", ID: "vol-1", Fingerprint: []byte("f")}); err != nil {
+	if _, err := j.Reserve(ctx, journal.Reservation{Kind: journal.KindVolume, Name: "pvc-1", ID: "vol-1", Fingerprint: []byte("f")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := kv.Put(ctx, "k", []byte("v1")); err != nil {
@@ -43,7 +43,7 @@ func TestFileJournalErrReportsPoisonAndRecovery(t *testing.T) {
 	if v, _, _ := kv.Get(ctx, "k"); string(v) != "v1" {
 		t.Fatalf("the failed write is visible: %q", v)
 	}
-	time.Sleep(1100 * time.Millisecond) // FileJournal retries after a second
+	time.Sleep(1100 * time.Millisecond) // File retries after a second
 	if err := kv.Put(ctx, "k", []byte("v3")); err != nil {
 		t.Fatalf("write after the pause did not recover the journal: %v", err)
 	}
@@ -62,7 +62,7 @@ func TestFileJournalErrReportsPoisonAndRecovery(t *testing.T) {
 	if v, _, _ := kv.Get(ctx, "k"); string(v) != "v3" {
 		t.Fatalf("after reopen k = %q, want v3", v)
 	}
-	if rec, ok, err := j.LookupName(ctx, idempotency.KindVolume, "pvc-1"); err != nil || !ok || rec.ID != "vol-1" {
+	if rec, ok, err := j.LookupName(ctx, journal.KindVolume, "pvc-1"); err != nil || !ok || rec.ID != "vol-1" {
 		t.Fatalf("reservation lost: %v %v %v", rec, ok, err)
 	}
 }

@@ -1,4 +1,4 @@
-package idempotency
+package journal
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 	"github.com/csikit/csikit/internal/kvlog"
 )
 
-// Size limits of a FileJournal's KV spaces. A write over them fails at
+// Size limits of a File's KV spaces. A write over them fails at
 // the call that makes it (Put, Delete, DeferPut, DeferDelete) with the
 // code named, and the journal is unaffected. The journal file as a whole
 // has no size limit but memory: it is held in memory and compacted in
@@ -26,23 +26,23 @@ const (
 	MaxDeferred = 32 << 20
 )
 
-// KV is a durable key-value space inside a FileJournal's file, for a
+// KV is a durable key-value space inside a File's file, for a
 // single-node driver's own metadata (volume sizes, attachments, …). Its
 // writes join the journal's group commit: a driver whose CreateVolume
 // reserves a name, writes its metadata and commits shares flushes with
 // every concurrent call instead of paying for a second file. Keys are
 // opaque; values are the caller's bytes. Safe for concurrent use.
 type KV struct {
-	j      *FileJournal
+	j      *File
 	bucket string
 }
 
 // KV returns the key-value space called name (1–64 bytes). Spaces are
 // separate from each other and from the journal's own records; a space
 // that was never written is empty.
-func (j *FileJournal) KV(name string) (*KV, error) {
+func (j *File) KV(name string) (*KV, error) {
 	if name == "" || len(name) > 64 {
-		return nil, status.Errorf(codes.InvalidArgument, "idempotency: KV name %q: want 1-64 bytes", name)
+		return nil, status.Errorf(codes.InvalidArgument, "journal: KV name %q: want 1-64 bytes", name)
 	}
 	return &KV{j: j, bucket: "kv/" + name}, nil
 }
@@ -92,7 +92,7 @@ func (kv *KV) write(ctx context.Context, op deferredOp, deferred bool) error {
 		return err
 	}
 	if len(op.value) > MaxKVValue {
-		return status.Errorf(codes.InvalidArgument, "idempotency: %s: value of %d bytes for key %q: at most %d", kv, len(op.value), op.key, MaxKVValue)
+		return status.Errorf(codes.InvalidArgument, "journal: %s: value of %d bytes for key %q: at most %d", kv, len(op.value), op.key, MaxKVValue)
 	}
 	if err := ctx.Err(); err != nil {
 		return status.FromContextError(err).Err()
@@ -149,7 +149,7 @@ func (kv *KV) ForEach(fn func(key string, value []byte) error) error {
 
 func checkKey(key string) error {
 	if key == "" || len(key) > MaxKeyLen {
-		return status.Errorf(codes.InvalidArgument, "idempotency: KV key of %d bytes: want 1-%d", len(key), MaxKeyLen)
+		return status.Errorf(codes.InvalidArgument, "journal: KV key of %d bytes: want 1-%d", len(key), MaxKeyLen)
 	}
 	return nil
 }

@@ -1,11 +1,11 @@
-package idempotency_test
+package journal_test
 
 import (
 	"bytes"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 )
 
 func mountCap(fs string, mode csi.VolumeCapability_AccessMode_Mode, flags ...string) *csi.VolumeCapability {
@@ -43,7 +43,7 @@ func baseVolume() *csi.CreateVolumeRequest {
 
 func fp(t *testing.T, req any) []byte {
 	t.Helper()
-	f, ok := idempotency.Fingerprint(req)
+	f, ok := journal.Fingerprint(req)
 	if !ok || len(f) != 32 {
 		t.Fatalf("Fingerprint(%T): got %x, %v; want 32 bytes, true", req, f, ok)
 	}
@@ -131,7 +131,7 @@ func TestFingerprintSnapshots(t *testing.T) {
 		t.Error("group snapshot: source order or duplicates matter, or a missing source does not")
 	}
 	for _, odd := range []any{nil, "x", (*csi.CreateVolumeRequest)(nil), &csi.DeleteVolumeRequest{}} {
-		if f, ok := idempotency.Fingerprint(odd); ok {
+		if f, ok := journal.Fingerprint(odd); ok {
 			t.Errorf("Fingerprint(%T): got %x, true; want false", odd, f)
 		}
 	}
@@ -141,6 +141,6 @@ func BenchmarkFingerprintVolume(b *testing.B) {
 	r := baseVolume()
 	b.ReportAllocs()
 	for b.Loop() {
-		idempotency.Fingerprint(r)
+		journal.Fingerprint(r)
 	}
 }

@@ -1,4 +1,4 @@
-package idempotency
+package journal
 
 import (
 	"encoding/binary"

@@ -1,4 +1,4 @@
-package idempotency_test
+package journal_test
 
 import (
 	"context"
@@ -9,14 +9,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
+
+	"github.com/csikit/csikit/locks"
 )
 
 func TestSweep(t *testing.T) {
-	stores := map[string]func(t *testing.T) idempotency.Lister{
-		"memory": func(*testing.T) idempotency.Lister { return idempotency.NewMemoryJournal() },
-		"file": func(t *testing.T) idempotency.Lister {
-			j, err := idempotency.OpenFileJournal(filepath.Join(t.TempDir(), "j"), idempotency.FileJournalOptions{})
+	stores := map[string]func(t *testing.T) journal.Lister{
+		"memory": func(*testing.T) journal.Lister { return journal.NewMemory() },
+		"file": func(t *testing.T) journal.Lister {
+			j, err := journal.OpenFile(filepath.Join(t.TempDir(), "j"), journal.FileOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -30,7 +32,7 @@ func TestSweep(t *testing.T) {
 			j := open(t)
 			reserve := func(name, id string) {
 				t.Helper()
-				if _, err := j.Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: name, ID: id, Fingerprint: []byte("f")}); err != nil {
+				if _, err := j.Reserve(ctx, journal.Reservation{Kind: journal.KindVolume, Name: name, ID: id, Fingerprint: []byte("f")}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -38,24 +40,24 @@ func TestSweep(t *testing.T) {
 			reserve("fails-clean", "id-f")
 			reserve("busy", "id-b")
 			reserve("done", "id-d")
-			if err := j.Commit(ctx, idempotency.KindVolume, "done", "id-d", []byte("resp")); err != nil {
+			if err := j.Commit(ctx, journal.KindVolume, "done", "id-d", []byte("resp")); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := j.Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindSnapshot, Name: "snap", ID: "id-s", Fingerprint: []byte("f")}); err != nil {
+			if _, err := j.Reserve(ctx, journal.Reservation{Kind: journal.KindSnapshot, Name: "snap", ID: "id-s", Fingerprint: []byte("f")}); err != nil {
 				t.Fatal(err)
 			}
 			time.Sleep(300 * time.Millisecond) // a margin for a loaded machine: "young" must stay younger than OlderThan
 			reserve("young", "id-y")
 
-			locks := idempotency.NewLockTable()
+			tab := locks.NewTable()
 			// A retry of "busy" is running: it holds the ID lock.
-			if _, ok := locks.TryLock(idempotency.Key{Space: idempotency.SpaceVolume, ID: "id-b"}, idempotency.Exclusive, idempotency.Owner{Method: "retry"}); !ok {
+			if _, ok := tab.TryLock(locks.Key{Space: locks.SpaceVolume, ID: "id-b"}, locks.Exclusive, locks.Owner{Method: "retry"}); !ok {
 				t.Fatal("could not take the test lock")
 			}
 			var cleaned []string
-			n, err := idempotency.Sweep(ctx, idempotency.SweepOptions{
-				Journal: j, Locks: locks, Kind: idempotency.KindVolume, OlderThan: 250 * time.Millisecond,
-				Clean: func(_ context.Context, rec idempotency.Record) error {
+			n, err := journal.Sweep(ctx, journal.SweepOptions{
+				Journal: j, Locks: tab, Kind: journal.KindVolume, OlderThan: 250 * time.Millisecond,
+				Clean: func(_ context.Context, rec journal.Record) error {
 					cleaned = append(cleaned, rec.ID)
 					if rec.ID == "id-f" {
 						return errors.New("backend unreachable")
@@ -71,15 +73,15 @@ func TestSweep(t *testing.T) {
 				t.Errorf("cleaned %v, want id-a and id-f (not the busy, committed, young or snapshot ones)", cleaned)
 			}
 			for name, want := range map[string]bool{"abandoned": false, "fails-clean": true, "busy": true, "done": true, "young": true} {
-				if _, ok, _ := j.LookupName(ctx, idempotency.KindVolume, name); ok != want {
+				if _, ok, _ := j.LookupName(ctx, journal.KindVolume, name); ok != want {
 					t.Errorf("%s: reserved %v, want %v", name, ok, want)
 				}
 			}
-			if _, ok, _ := j.LookupName(ctx, idempotency.KindSnapshot, "snap"); !ok {
+			if _, ok, _ := j.LookupName(ctx, journal.KindSnapshot, "snap"); !ok {
 				t.Error("a volume sweep released a snapshot reservation")
 			}
 			// A retry after the sweep gets a fresh reservation.
-			rec, err := j.Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: "abandoned", ID: "id-new", Fingerprint: []byte("f")})
+			rec, err := j.Reserve(ctx, journal.Reservation{Kind: journal.KindVolume, Name: "abandoned", ID: "id-new", Fingerprint: []byte("f")})
 			if err != nil || rec.ID != "id-new" {
 				t.Errorf("retry after sweep: %+v, %v", rec, err)
 			}
@@ -88,7 +90,7 @@ func TestSweep(t *testing.T) {
 }
 
 func TestSweepNeedsCleanAndJournal(t *testing.T) {
-	if _, err := idempotency.Sweep(context.Background(), idempotency.SweepOptions{Kind: idempotency.KindVolume}); err == nil {
+	if _, err := journal.Sweep(context.Background(), journal.SweepOptions{Kind: journal.KindVolume}); err == nil {
 		t.Fatal("Sweep without a journal and Clean succeeded")
 	}
 }

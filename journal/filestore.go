@@ -1,4 +1,4 @@
-package idempotency
+package journal
 
 import (
 	"context"
@@ -13,8 +13,8 @@ import (
 	"github.com/csikit/csikit/internal/kvlog"
 )
 
-// FileJournalOptions configures OpenFileJournal.
-type FileJournalOptions struct {
+// FileOptions configures OpenFile.
+type FileOptions struct {
 	// LockTimeout bounds the wait for another process that has the file
 	// open (the file is locked while open). Default 5s.
 	LockTimeout time.Duration
@@ -22,7 +22,7 @@ type FileJournalOptions struct {
 	Mode os.FileMode
 }
 
-// FileJournal is a crash-safe Journal in one file, for single-node drivers.
+// File is a crash-safe Journal in one file, for single-node drivers.
 //
 // The file is an append-only log of checksummed batches over an in-memory
 // index: every change is flushed (fdatasync) before the call returns, and
@@ -37,9 +37,9 @@ type FileJournalOptions struct {
 // write to the file is reported by Err until the journal recovers. Reads
 // never touch the disk. Names and IDs are opaque keys inside the file,
 // never file names. Only one process may have the file open. It works on
-// Linux, macOS and the BSDs; elsewhere OpenFileJournal fails (use
-// MemoryJournal, or a Journal on the storage backend).
-type FileJournal struct {
+// Linux, macOS and the BSDs; elsewhere OpenFile fails (use
+// Memory, or a Journal on the storage backend).
+type File struct {
 	db *kvlog.DB
 }
 
@@ -49,20 +49,20 @@ var bucketNames = map[Kind][2]string{
 	KindGroupSnapshot: {"group-snapshot/names", "group-snapshot/ids"},
 }
 
-// OpenFileJournal opens or creates the journal file at path. Close it when
+// OpenFile opens or creates the journal file at path. Close it when
 // done. A file damaged in the middle (not merely torn at the end by a
 // crash) is refused with an error rather than opened without its records.
-func OpenFileJournal(path string, o FileJournalOptions) (*FileJournal, error) {
+func OpenFile(path string, o FileOptions) (*File, error) {
 	db, err := kvlog.Open(path, kvlog.Options{LockTimeout: o.LockTimeout, Mode: o.Mode})
 	if err != nil {
-		return nil, fmt.Errorf("idempotency: open journal: %w", err)
+		return nil, fmt.Errorf("journal: open journal: %w", err)
 	}
-	return &FileJournal{db: db}, nil
+	return &File{db: db}, nil
 }
 
 // Close closes the file after the commit in progress. Calls after Close
 // fail.
-func (j *FileJournal) Close() error { return j.db.Close() }
+func (j *File) Close() error { return j.db.Close() }
 
 // Err implements HealthReporter. It returns nil while the journal takes
 // writes. After a write or flush to the file failed (an I/O error: what
@@ -74,9 +74,9 @@ func (j *FileJournal) Close() error { return j.db.Close() }
 // Running out of disk space does not poison the journal: the write that
 // needed the space fails, the next ones work once there is space. After
 // Close, Err returns FailedPrecondition too.
-func (j *FileJournal) Err() error {
+func (j *File) Err() error {
 	if err := j.db.Err(); err != nil {
-		return status.Errorf(codes.FailedPrecondition, "idempotency: journal unusable: %v", err)
+		return status.Errorf(codes.FailedPrecondition, "journal: unusable: %v", err)
 	}
 	return nil
 }
@@ -84,14 +84,14 @@ func (j *FileJournal) Err() error {
 // Check verifies that the file replays to exactly the state in memory
 // (every record's checksum, nothing after the log's end) and that names and
 // IDs map one to one. It returns the first problem found.
-func (j *FileJournal) Check() error {
+func (j *File) Check() error {
 	if err := j.db.Verify(); err != nil {
-		return fmt.Errorf("idempotency: journal corrupt: %w", err)
+		return fmt.Errorf("journal: corrupt: %w", err)
 	}
 	return j.db.View(func(r kvlog.Reader) error {
 		for kind, b := range bucketNames {
 			if nn, ni := r.Len(b[0]), r.Len(b[1]); nn != ni {
-				return fmt.Errorf("idempotency: %d %s names but %d IDs", nn, kind, ni)
+				return fmt.Errorf("journal: %d %s names but %d IDs", nn, kind, ni)
 			}
 			err := r.ForEach(b[0], func(name string, v []byte) error {
 				rec, err := decodeRecord(kind, []byte(name), v)
@@ -99,7 +99,7 @@ func (j *FileJournal) Check() error {
 					return err
 				}
 				if back := r.Get(b[1], rec.ID); string(back) != rec.Name {
-					return fmt.Errorf("idempotency: %s name %q → ID %q → name %q", kind, rec.Name, rec.ID, back)
+					return fmt.Errorf("journal: %s name %q → ID %q → name %q", kind, rec.Name, rec.ID, back)
 				}
 				return nil
 			})
@@ -125,7 +125,7 @@ func storageErr(op string, err error) error {
 }
 
 // Reserve implements Journal.
-func (j *FileJournal) Reserve(ctx context.Context, r Reservation) (Record, error) {
+func (j *File) Reserve(ctx context.Context, r Reservation) (Record, error) {
 	if err := checkReservation(ctx, r); err != nil {
 		return Record{}, err
 	}
@@ -166,7 +166,7 @@ func (j *FileJournal) Reserve(ctx context.Context, r Reservation) (Record, error
 }
 
 // Commit implements Journal.
-func (j *FileJournal) Commit(ctx context.Context, kind Kind, name, id string, response []byte) error {
+func (j *File) Commit(ctx context.Context, kind Kind, name, id string, response []byte) error {
 	if err := checkArgs(ctx, kind, name); err != nil {
 		return err
 	}
@@ -207,7 +207,7 @@ func (j *FileJournal) Commit(ctx context.Context, kind Kind, name, id string, re
 }
 
 // LookupName implements Journal.
-func (j *FileJournal) LookupName(ctx context.Context, kind Kind, name string) (rec Record, ok bool, err error) {
+func (j *File) LookupName(ctx context.Context, kind Kind, name string) (rec Record, ok bool, err error) {
 	if err := checkArgs(ctx, kind, name); err != nil {
 		return Record{}, false, err
 	}
@@ -227,7 +227,7 @@ func (j *FileJournal) LookupName(ctx context.Context, kind Kind, name string) (r
 }
 
 // LookupID implements Journal.
-func (j *FileJournal) LookupID(ctx context.Context, kind Kind, id string) (rec Record, ok bool, err error) {
+func (j *File) LookupID(ctx context.Context, kind Kind, id string) (rec Record, ok bool, err error) {
 	if err := checkArgs(ctx, kind, id); err != nil {
 		return Record{}, false, err
 	}
@@ -252,7 +252,7 @@ func (j *FileJournal) LookupID(ctx context.Context, kind Kind, id string) (rec R
 }
 
 // Release implements Journal.
-func (j *FileJournal) Release(ctx context.Context, kind Kind, id string) error {
+func (j *File) Release(ctx context.Context, kind Kind, id string) error {
 	if _, ok, err := j.LookupID(ctx, kind, id); err != nil || !ok {
 		return err // nothing to write
 	}
@@ -274,7 +274,7 @@ func (j *FileJournal) Release(ctx context.Context, kind Kind, id string) error {
 }
 
 // Uncommitted implements Lister.
-func (j *FileJournal) Uncommitted(ctx context.Context, kind Kind, reservedBefore time.Time) ([]Record, error) {
+func (j *File) Uncommitted(ctx context.Context, kind Kind, reservedBefore time.Time) ([]Record, error) {
 	if err := checkArgs(ctx, kind, "-"); err != nil {
 		return nil, err
 	}

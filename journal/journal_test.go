@@ -1,4 +1,4 @@
-package idempotency_test
+package journal_test
 
 import (
 	"context"
@@ -10,18 +10,18 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 	"google.golang.org/grpc/codes"
 
 	"github.com/csikit/csikit/internal/testenv"
 )
 
 type journalCloser interface {
-	idempotency.Journal
+	journal.Journal
 	Close() error
 }
 
-type nopCloser struct{ *idempotency.MemoryJournal }
+type nopCloser struct{ *journal.Memory }
 
 func (nopCloser) Close() error { return nil }
 
@@ -29,9 +29,9 @@ func (nopCloser) Close() error { return nil }
 // the same.
 func stores() map[string]func(tb testing.TB) journalCloser {
 	return map[string]func(tb testing.TB) journalCloser{
-		"memory": func(testing.TB) journalCloser { return nopCloser{idempotency.NewMemoryJournal()} },
+		"memory": func(testing.TB) journalCloser { return nopCloser{journal.NewMemory()} },
 		"file": func(tb testing.TB) journalCloser {
-			j, err := idempotency.OpenFileJournal(filepath.Join(tb.TempDir(), "j.db"), idempotency.FileJournalOptions{})
+			j, err := journal.OpenFile(filepath.Join(tb.TempDir(), "j.db"), journal.FileOptions{})
 			if err != nil {
 				tb.Fatal(err)
 			}
@@ -41,8 +41,8 @@ func stores() map[string]func(tb testing.TB) journalCloser {
 	}
 }
 
-func res(name, fp, id string) idempotency.Reservation {
-	return idempotency.Reservation{Kind: idempotency.KindVolume, Name: name, Fingerprint: []byte(fp), ID: id}
+func res(name, fp, id string) journal.Reservation {
+	return journal.Reservation{Kind: journal.KindVolume, Name: name, Fingerprint: []byte(fp), ID: id}
 }
 
 func TestJournalSemantics(t *testing.T) {
@@ -65,27 +65,27 @@ func TestJournalSemantics(t *testing.T) {
 			testenv.WantCode(t, err, codes.Internal) // Reserve of a taken ID
 
 			// Kinds are separate name spaces.
-			snap := idempotency.Reservation{Kind: idempotency.KindSnapshot, Name: "pvc-1", Fingerprint: []byte("x"), ID: "id-1"}
+			snap := journal.Reservation{Kind: journal.KindSnapshot, Name: "pvc-1", Fingerprint: []byte("x"), ID: "id-1"}
 			if rec, err := j.Reserve(ctx, snap); err != nil || rec.ID != "id-1" {
 				t.Fatalf("snapshot with a volume's name and ID: got %+v, %v; want ID id-1", rec, err)
 			}
 
-			testenv.WantCode(t, j.Commit(ctx, idempotency.KindVolume, "nope", "id-9", nil), codes.FailedPrecondition) // Commit without reservation
-			if err := j.Commit(ctx, idempotency.KindVolume, "pvc-1", "id-1", []byte("resp")); err != nil {
+			testenv.WantCode(t, j.Commit(ctx, journal.KindVolume, "nope", "id-9", nil), codes.FailedPrecondition) // Commit without reservation
+			if err := j.Commit(ctx, journal.KindVolume, "pvc-1", "id-1", []byte("resp")); err != nil {
 				t.Fatal(err)
 			}
-			rec, ok, err := j.LookupName(ctx, idempotency.KindVolume, "pvc-1")
+			rec, ok, err := j.LookupName(ctx, journal.KindVolume, "pvc-1")
 			if err != nil || !ok || !rec.Committed || string(rec.Response) != "resp" || string(rec.Fingerprint) != "fp-a" {
 				t.Fatalf("LookupName after Commit: got %+v, %v, %v", rec, ok, err)
 			}
 			if rec.Reserved.IsZero() {
 				t.Error("Reserved time: got zero, want set")
 			}
-			rec, ok, err = j.LookupID(ctx, idempotency.KindVolume, "id-1")
+			rec, ok, err = j.LookupID(ctx, journal.KindVolume, "id-1")
 			if err != nil || !ok || rec.Name != "pvc-1" {
 				t.Fatalf("LookupID: got %+v, %v, %v; want name pvc-1", rec, ok, err)
 			}
-			if _, ok, err := j.LookupID(ctx, idempotency.KindVolume, "id-x"); ok || err != nil {
+			if _, ok, err := j.LookupID(ctx, journal.KindVolume, "id-x"); ok || err != nil {
 				t.Fatalf("LookupID of unknown ID: got %v, %v; want false, nil", ok, err)
 			}
 
@@ -93,27 +93,27 @@ func TestJournalSemantics(t *testing.T) {
 			if _, err := j.Reserve(ctx, res("pvc-3", "f", "id-3")); err != nil {
 				t.Fatal(err)
 			}
-			testenv.WantCode(t, j.Commit(ctx, idempotency.KindVolume, "pvc-3", "id-1", nil), codes.Internal) // Commit rebinding to a taken ID
-			if err := j.Commit(ctx, idempotency.KindVolume, "pvc-3", "id-3b", []byte("r3")); err != nil {
+			testenv.WantCode(t, j.Commit(ctx, journal.KindVolume, "pvc-3", "id-1", nil), codes.Internal) // Commit rebinding to a taken ID
+			if err := j.Commit(ctx, journal.KindVolume, "pvc-3", "id-3b", []byte("r3")); err != nil {
 				t.Fatal(err)
 			}
-			if _, ok, _ := j.LookupID(ctx, idempotency.KindVolume, "id-3"); ok {
+			if _, ok, _ := j.LookupID(ctx, journal.KindVolume, "id-3"); ok {
 				t.Error("old ID after rebinding: got found, want gone")
 			}
-			if rec, ok, _ := j.LookupID(ctx, idempotency.KindVolume, "id-3b"); !ok || rec.Name != "pvc-3" {
+			if rec, ok, _ := j.LookupID(ctx, journal.KindVolume, "id-3b"); !ok || rec.Name != "pvc-3" {
 				t.Errorf("new ID after rebinding: got %+v, %v; want pvc-3", rec, ok)
 			}
 
 			// Release forgets both directions, and is idempotent.
 			for range 2 {
-				if err := j.Release(ctx, idempotency.KindVolume, "id-1"); err != nil {
+				if err := j.Release(ctx, journal.KindVolume, "id-1"); err != nil {
 					t.Fatal(err)
 				}
 			}
-			if _, ok, _ := j.LookupName(ctx, idempotency.KindVolume, "pvc-1"); ok {
+			if _, ok, _ := j.LookupName(ctx, journal.KindVolume, "pvc-1"); ok {
 				t.Error("name after Release: got found, want gone")
 			}
-			if rec, ok, _ := j.LookupID(ctx, idempotency.KindSnapshot, "id-1"); !ok || rec.Name != "pvc-1" {
+			if rec, ok, _ := j.LookupID(ctx, journal.KindSnapshot, "id-1"); !ok || rec.Name != "pvc-1" {
 				t.Error("Release of a volume removed the snapshot of the same ID")
 			}
 			// After release the name may be reserved anew, with any fingerprint.
@@ -126,11 +126,11 @@ func TestJournalSemantics(t *testing.T) {
 			testenv.WantCode(t, err, codes.InvalidArgument) // empty name
 			_, err = j.Reserve(ctx, res("n", "f", ""))
 			testenv.WantCode(t, err, codes.InvalidArgument) // empty ID
-			_, err = j.Reserve(ctx, res(strings.Repeat("n", idempotency.MaxKeyLen+1), "f", "i"))
+			_, err = j.Reserve(ctx, res(strings.Repeat("n", journal.MaxKeyLen+1), "f", "i"))
 			testenv.WantCode(t, err, codes.InvalidArgument) // oversized name
-			_, _, err = j.LookupID(ctx, idempotency.KindVolume, strings.Repeat("i", idempotency.MaxKeyLen+1))
+			_, _, err = j.LookupID(ctx, journal.KindVolume, strings.Repeat("i", journal.MaxKeyLen+1))
 			testenv.WantCode(t, err, codes.InvalidArgument) // oversized ID
-			_, err = j.Reserve(ctx, idempotency.Reservation{Kind: 99, Name: "n", ID: "i"})
+			_, err = j.Reserve(ctx, journal.Reservation{Kind: 99, Name: "n", ID: "i"})
 			testenv.WantCode(t, err, codes.InvalidArgument) // unknown kind
 			cctx, cancel := context.WithCancel(ctx)
 			cancel()
@@ -144,7 +144,7 @@ func TestJournalSemantics(t *testing.T) {
 func TestJournalOpaqueKeys(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	j, err := idempotency.OpenFileJournal(filepath.Join(dir, "j.db"), idempotency.FileJournalOptions{})
+	j, err := journal.OpenFile(filepath.Join(dir, "j.db"), journal.FileOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestJournalOpaqueKeys(t *testing.T) {
 		if rec, err := j.Reserve(ctx, res(name, "f", id)); err != nil || rec.ID != id {
 			t.Fatalf("Reserve %q: got %+v, %v", name, rec, err)
 		}
-		if rec, ok, err := j.LookupID(ctx, idempotency.KindVolume, id); err != nil || !ok || rec.Name != name {
+		if rec, ok, err := j.LookupID(ctx, journal.KindVolume, id); err != nil || !ok || rec.Name != name {
 			t.Fatalf("LookupID %q: got %+v, %v, %v; want name %q", id, rec, ok, err, name)
 		}
 	}
@@ -167,14 +167,14 @@ func TestJournalOpaqueKeys(t *testing.T) {
 func TestFileJournalPersists(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "j.db")
-	j, err := idempotency.OpenFileJournal(path, idempotency.FileJournalOptions{})
+	j, err := journal.OpenFile(path, journal.FileOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := j.Reserve(ctx, res("pvc-1", "f", "id-1")); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.Commit(ctx, idempotency.KindVolume, "pvc-1", "id-1", []byte("resp")); err != nil {
+	if err := j.Commit(ctx, journal.KindVolume, "pvc-1", "id-1", []byte("resp")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := j.Reserve(ctx, res("pvc-2", "f", "id-2")); err != nil {
@@ -187,7 +187,7 @@ func TestFileJournalPersists(t *testing.T) {
 	if err == nil {
 		t.Error("Reserve after Close: got nil error, want one")
 	}
-	j, err = idempotency.OpenFileJournal(path, idempotency.FileJournalOptions{})
+	j, err = journal.OpenFile(path, journal.FileOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestJournalConcurrentReserve(t *testing.T) {
 	}
 }
 
-func benchReserveCommit(b *testing.B, j idempotency.Journal, parallel bool) {
+func benchReserveCommit(b *testing.B, j journal.Journal, parallel bool) {
 	ctx := context.Background()
 	var n atomic.Int64
 	one := func() {
@@ -249,7 +249,7 @@ func benchReserveCommit(b *testing.B, j idempotency.Journal, parallel bool) {
 		if _, err := j.Reserve(ctx, res("pvc-"+i, "fingerprint", "id-"+i)); err != nil {
 			b.Fatal(err)
 		}
-		if err := j.Commit(ctx, idempotency.KindVolume, "pvc-"+i, "id-"+i, []byte("response")); err != nil {
+		if err := j.Commit(ctx, journal.KindVolume, "pvc-"+i, "id-"+i, []byte("response")); err != nil {
 			b.Fatal(err)
 		}
 	}

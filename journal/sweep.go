@@ -1,4 +1,4 @@
-package idempotency
+package journal
 
 import (
 	"context"
@@ -8,10 +8,12 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/csikit/csikit/locks"
 )
 
 // Lister is a Journal that can list the reservations never committed.
-// MemoryJournal and FileJournal implement it.
+// Memory and File implement it.
 type Lister interface {
 	Journal
 	// Uncommitted returns the reservations of kind that were never
@@ -26,7 +28,7 @@ type SweepOptions struct {
 	// Locks is the lock table of the server using Journal (see
 	// csikit.Server.Locks), so a sweep never races a retry of the same
 	// create. Nil when nothing serves the journal yet.
-	Locks *LockTable
+	Locks *locks.Table
 	// Kind is which reservations to sweep. Required.
 	Kind Kind
 	// OlderThan is how long a reservation must have stood uncommitted to
@@ -54,24 +56,16 @@ type SweepOptions struct {
 // that were not.
 func Sweep(ctx context.Context, o SweepOptions) (int, error) {
 	if o.Journal == nil || o.Clean == nil {
-		return 0, status.Error(codes.InvalidArgument, "idempotency: Sweep needs a Journal and a Clean function")
+		return 0, status.Error(codes.InvalidArgument, "journal: Sweep needs a Journal and a Clean function")
 	}
-	var f flow
-	switch o.Kind {
-	case KindVolume:
-		f = volumeFlow
-	case KindSnapshot:
-		f = snapshotFlow
-	case KindGroupSnapshot:
-		f = groupFlow
-	default:
-		return 0, status.Errorf(codes.InvalidArgument, "idempotency: Sweep: unknown kind %d", uint8(o.Kind))
+	if !o.Kind.valid() {
+		return 0, status.Errorf(codes.InvalidArgument, "journal: Sweep: unknown kind %d", uint8(o.Kind))
 	}
 	if o.OlderThan <= 0 {
 		o.OlderThan = 24 * time.Hour
 	}
 	if o.Locks == nil {
-		o.Locks = NewLockTable()
+		o.Locks = locks.NewTable()
 	}
 	recs, err := o.Journal.Uncommitted(ctx, o.Kind, time.Now().Add(-o.OlderThan))
 	if err != nil {
@@ -84,12 +78,15 @@ func Sweep(ctx context.Context, o SweepOptions) (int, error) {
 			errs = append(errs, status.FromContextError(err).Err())
 			break
 		}
-		set := lockSet{t: o.Locks, owner: Owner{Method: "idempotency.Sweep", Since: time.Now()}}
-		if err := set.acquire(excl(f.nameSpace, rec.Name), excl(f.idSpace, rec.ID)); err != nil {
+		set := locks.Set{Table: o.Locks, Owner: locks.Owner{Method: "journal.Sweep", Since: time.Now()}}
+		if err := set.Acquire(
+			locks.Lock{Key: o.Kind.NameKey(rec.Name), Mode: locks.Exclusive},
+			locks.Lock{Key: o.Kind.IDKey(rec.ID), Mode: locks.Exclusive},
+		); err != nil {
 			continue // a call on it is running: not abandoned after all
 		}
 		err := func() error {
-			defer set.releaseAll()
+			defer set.Release()
 			// Re-read under the locks: a retry may have committed it.
 			now, ok, err := o.Journal.LookupName(ctx, o.Kind, rec.Name)
 			if err != nil || !ok || now.Committed || now.ID != rec.ID {

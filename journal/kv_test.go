@@ -1,4 +1,4 @@
-package idempotency_test
+package journal_test
 
 import (
 	"context"
@@ -10,12 +10,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 )
 
 func TestKVSurvivesReopenAndSharesTheFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal.db")
-	j, err := idempotency.OpenFileJournal(path, idempotency.FileJournalOptions{})
+	j, err := journal.OpenFile(path, journal.FileOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,14 +42,14 @@ func TestKVSurvivesReopenAndSharesTheFile(t *testing.T) {
 		t.Fatalf("Delete of a missing key: %v", err)
 	}
 	// The journal keeps working beside the KV space.
-	if _, err := j.Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: "v07", Fingerprint: []byte("f"), ID: "id-1"}); err != nil {
+	if _, err := j.Reserve(ctx, journal.Reservation{Kind: journal.KindVolume, Name: "v07", Fingerprint: []byte("f"), ID: "id-1"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
 
-	j, err = idempotency.OpenFileJournal(path, idempotency.FileJournalOptions{})
+	j, err = journal.OpenFile(path, journal.FileOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestKVSurvivesReopenAndSharesTheFile(t *testing.T) {
 	if len(got) != 63 || got["v63"] != "63" || got["v07"] != "" {
 		t.Fatalf("after reopen: got %d keys (v63=%q, v07=%q), want 63 with v07 deleted", len(got), got["v63"], got["v07"])
 	}
-	if rec, ok, err := j.LookupName(ctx, idempotency.KindVolume, "v07"); err != nil || !ok || rec.ID != "id-1" {
+	if rec, ok, err := j.LookupName(ctx, journal.KindVolume, "v07"); err != nil || !ok || rec.ID != "id-1" {
 		t.Fatalf("journal record beside the KV space: got %+v, %v, %v", rec, ok, err)
 	}
 	other, err := j.KV("snapshots")

@@ -1,4 +1,4 @@
-package idempotency_test
+package journal_test
 
 import (
 	"context"
@@ -8,15 +8,15 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 )
 
 func TestRequireReservedID(t *testing.T) {
-	_, err := idempotency.RequireReservedID(context.Background())
+	_, err := journal.RequireReservedID(context.Background())
 	if status.Code(err) != codes.Internal || !strings.Contains(err.Error(), "Options.Journal") {
 		t.Fatalf("without a reservation: %v", err)
 	}
-	id, err := idempotency.RequireReservedID(idempotency.ContextWithReservedID(context.Background(), "vol-7"))
+	id, err := journal.RequireReservedID(journal.ContextWithReservedID(context.Background(), "vol-7"))
 	if err != nil || id != "vol-7" {
 		t.Fatalf("with a reservation: %q, %v", id, err)
 	}

@@ -1,4 +1,4 @@
-package idempotency_test
+package journal_test
 
 import (
 	"bytes"
@@ -11,9 +11,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/idempotency"
+
+	"github.com/csikit/csikit/journal"
 )
 
-func mustGet(t *testing.T, ctx context.Context, kv *idempotency.KV, key string) (string, bool) {
+func mustGet(t *testing.T, ctx context.Context, kv *journal.KV, key string) (string, bool) {
 	t.Helper()
 	v, ok, err := kv.Get(ctx, key)
 	if err != nil {
@@ -43,7 +45,7 @@ func TestKVGetReadsTheCallsOwnDeferredWrites(t *testing.T) {
 	}
 	ic := newIC(t, idempotency.Options{Journal: j})
 	volID(t, ic, createVol("pvc"), func(ctx context.Context, req any) (any, error) {
-		id, _ := idempotency.ReservedID(ctx)
+		id, _ := journal.ReservedID(ctx)
 		for _, err := range []error{
 			kv.DeferPut(ctx, "new", []byte("1")),
 			kv.DeferPut(ctx, "new", []byte("2")),
@@ -102,19 +104,19 @@ func TestKVSizeLimitsFailTheCallNotTheJournal(t *testing.T) {
 	j, kv := openJournalKV(t, filepath.Join(t.TempDir(), "journal"))
 	defer j.Close()
 	bg := context.Background()
-	big := bytes.Repeat([]byte("v"), idempotency.MaxKVValue+1)
+	big := bytes.Repeat([]byte("v"), journal.MaxKVValue+1)
 	for name, write := range map[string]func(context.Context, string, []byte) error{"Put": kv.Put, "DeferPut": kv.DeferPut} {
 		if err := write(bg, "big", big); status.Code(err) != codes.InvalidArgument {
 			t.Errorf("%s of %d bytes: %v, want InvalidArgument", name, len(big), err)
 		}
 	}
 	ic := newIC(t, idempotency.Options{Journal: j})
-	chunk := big[:idempotency.MaxKVValue]
+	chunk := big[:journal.MaxKVValue]
 	_, err := call(bg, ic, mCreate, createVol("pvc"), func(ctx context.Context, req any) (any, error) {
 		if err := kv.DeferPut(ctx, "a", chunk); err != nil {
 			t.Fatalf("first 16 MiB: %v", err)
 		}
-		if err := kv.DeferPut(ctx, "b", chunk[:idempotency.MaxKVValue/2]); err != nil {
+		if err := kv.DeferPut(ctx, "b", chunk[:journal.MaxKVValue/2]); err != nil {
 			t.Fatalf("next 8 MiB: %v", err)
 		}
 		err := kv.DeferPut(ctx, "c", chunk)
@@ -140,10 +142,10 @@ func TestKVSizeLimitsFailTheCallNotTheJournal(t *testing.T) {
 	}
 	// The journal's own records have limits too: a response no record
 	// holds is refused at Commit.
-	if _, err := j.Reserve(bg, idempotency.Reservation{Kind: idempotency.KindVolume, Name: "n", ID: "i", Fingerprint: []byte("f")}); err != nil {
+	if _, err := j.Reserve(bg, journal.Reservation{Kind: journal.KindVolume, Name: "n", ID: "i", Fingerprint: []byte("f")}); err != nil {
 		t.Fatal(err)
 	}
-	if err := j.Commit(bg, idempotency.KindVolume, "n", "i", make([]byte, 65<<20)); status.Code(err) != codes.ResourceExhausted {
+	if err := j.Commit(bg, journal.KindVolume, "n", "i", make([]byte, 65<<20)); status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("Commit of a 65 MiB response: %v, want ResourceExhausted", err)
 	}
 	if err := j.Err(); err != nil {

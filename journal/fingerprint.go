@@ -1,4 +1,4 @@
-package idempotency
+package journal
 
 import (
 	"bytes"
@@ -177,3 +177,16 @@ type writerHash struct{ *bytes.Buffer }
 func (writerHash) Sum(b []byte) []byte { return b }
 func (writerHash) Size() int           { return 0 }
 func (writerHash) BlockSize() int      { return 1 }
+
+// dedup drops repeated IDs, keeping the first of each.
+func dedup(ids []string) []string {
+	out := make([]string, 0, len(ids))
+	seen := make(map[string]struct{}, len(ids))
+	for _, id := range ids {
+		if _, dup := seen[id]; !dup {
+			seen[id] = struct{}{}
+			out = append(out, id)
+		}
+	}
+	return out
+}

@@ -1,4 +1,4 @@
-package idempotency
+package locks
 
 import (
 	"fmt"
@@ -67,8 +67,8 @@ type Holder struct {
 	Shared int
 }
 
-// LockStats is a snapshot of a lock table for metrics.
-type LockStats struct {
+// Stats is a snapshot of a lock table for metrics.
+type Stats struct {
 	// Held is the number of keys held right now.
 	Held int
 	// Oldest is the age of the oldest hold, 0 if none is held.
@@ -85,7 +85,7 @@ const (
 type entry struct {
 	key    Key
 	method string
-	since  int64 // nanoseconds since LockTable.base, monotonic
+	since  int64 // nanoseconds since Table.base, monotonic
 	shared int32 // number of Shared holders; 0 means Exclusive
 }
 
@@ -142,30 +142,30 @@ func (s *shard) remove(h uint64, k Key, inOverflow bool) {
 
 func (s *shard) len() int { return len(s.m) + len(s.overflow) }
 
-// LockTable is a set of keyed try-locks. Acquiring a held key fails at once,
+// Table is a set of keyed try-locks. Acquiring a held key fails at once,
 // never waits, and reports the holder. Entries are deleted on release, so the
 // table holds exactly the keys held now. The zero value is not usable; call
-// NewLockTable. A LockTable is safe for concurrent use.
-type LockTable struct {
+// NewTable. A Table is safe for concurrent use.
+type Table struct {
 	seed   maphash.Seed
 	base   time.Time // monotonic origin of entry.since
 	shards [numShards]shard
 }
 
-// NewLockTable returns an empty lock table.
-func NewLockTable() *LockTable {
-	t := &LockTable{seed: maphash.MakeSeed(), base: time.Now()}
+// NewTable returns an empty lock table.
+func NewTable() *Table {
+	t := &Table{seed: maphash.MakeSeed(), base: time.Now()}
 	for i := range t.shards {
 		t.shards[i].m = make(map[uint64]entry)
 	}
 	return t
 }
 
-func (t *LockTable) hashOf(k Key) uint64 {
+func (t *Table) hashOf(k Key) uint64 {
 	return maphash.String(t.seed, k.ID) ^ (maphash.String(t.seed, k.Space) * 0x9e3779b97f4a7c15)
 }
 
-func (t *LockTable) shardOf(h uint64) *shard { return &t.shards[h%numShards] }
+func (t *Table) shardOf(h uint64) *shard { return &t.shards[h%numShards] }
 
 // Owner identifies the caller of TryLock.
 type Owner struct {
@@ -180,12 +180,12 @@ type Owner struct {
 // TryLock acquires key in mode for o. It returns true on success. On
 // failure it returns false and who holds the key, with the hold's age
 // measured up to o.Since; it never blocks.
-func (t *LockTable) TryLock(key Key, mode Mode, o Owner) (Holder, bool) {
+func (t *Table) TryLock(key Key, mode Mode, o Owner) (Holder, bool) {
 	return t.tryLock(t.hashOf(key), key, mode, o)
 }
 
 // tryLock is TryLock for a key whose hash (hashOf) is h.
-func (t *LockTable) tryLock(h uint64, key Key, mode Mode, o Owner) (Holder, bool) {
+func (t *Table) tryLock(h uint64, key Key, mode Mode, o Owner) (Holder, bool) {
 	if o.Since.IsZero() {
 		o.Since = time.Now()
 	}
@@ -217,10 +217,10 @@ func (t *LockTable) tryLock(h uint64, key Key, mode Mode, o Owner) (Holder, bool
 
 // Unlock releases a key acquired with TryLock in the same mode. Releasing a
 // key that is not held in that mode does nothing.
-func (t *LockTable) Unlock(key Key, mode Mode) { t.unlock(t.hashOf(key), key, mode) }
+func (t *Table) Unlock(key Key, mode Mode) { t.unlock(t.hashOf(key), key, mode) }
 
 // unlock is Unlock for a key whose hash (hashOf) is h.
-func (t *LockTable) unlock(h uint64, key Key, mode Mode) {
+func (t *Table) unlock(h uint64, key Key, mode Mode) {
 	s := t.shardOf(h)
 	s.mu.Lock()
 	e, held, inOverflow := s.find(h, key)
@@ -242,8 +242,8 @@ func (t *LockTable) unlock(h uint64, key Key, mode Mode) {
 
 // Stats reports how many keys are held and the age of the oldest hold. It
 // costs one pass over the held keys.
-func (t *LockTable) Stats() LockStats {
-	var st LockStats
+func (t *Table) Stats() Stats {
+	var st Stats
 	oldest := int64(math.MaxInt64)
 	for i := range t.shards {
 		s := &t.shards[i]

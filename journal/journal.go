@@ -1,4 +1,4 @@
-package idempotency
+package journal
 
 import (
 	"bytes"
@@ -8,6 +8,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/csikit/csikit/locks"
 )
 
 // Kind separates the name spaces of a journal: a volume and a snapshot may
@@ -35,6 +37,26 @@ func (k Kind) String() string {
 }
 
 func (k Kind) valid() bool { return k >= KindVolume && k <= KindGroupSnapshot }
+
+// NameKey is the lock key of a CO's name of kind k (locks.SpaceVolumeName,
+// …): the key the create call of that name holds, so a delete of the ID
+// bound to it, or Sweep, excludes that create.
+func (k Kind) NameKey(name string) locks.Key {
+	return locks.Key{Space: kindSpaces[k][0], ID: name}
+}
+
+// IDKey is the lock key of an ID of kind k (locks.SpaceVolume, …), the key
+// the calls on that object hold.
+func (k Kind) IDKey(id string) locks.Key {
+	return locks.Key{Space: kindSpaces[k][1], ID: id}
+}
+
+// kindSpaces are the lock key spaces of each kind's names and IDs.
+var kindSpaces = map[Kind][2]string{
+	KindVolume:        {locks.SpaceVolumeName, locks.SpaceVolume},
+	KindSnapshot:      {locks.SpaceSnapshotName, locks.SpaceSnapshot},
+	KindGroupSnapshot: {locks.SpaceGroupSnapshotName, locks.SpaceGroupSnapshot},
+}
 
 // Reservation asks a journal to bind Name to an ID.
 type Reservation struct {
@@ -99,7 +121,7 @@ type Journal interface {
 }
 
 // HealthReporter is implemented by journals that can become unable to
-// write, such as FileJournal. While Err returns non-nil, csikit's Server
+// write, such as File. While Err returns non-nil, csikit's Server
 // answers Probe with that error (FailedPrecondition: the plugin is not
 // healthy) and reports the journal unhealthy in its metrics.
 type HealthReporter interface {

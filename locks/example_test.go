@@ -1,0 +1,25 @@
+package locks_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/csikit/csikit/locks"
+)
+
+func ExampleTable() {
+	tab := locks.NewTable()
+	start := time.Now()
+	vol := locks.Key{Space: locks.SpaceVolume, ID: "vol-1"}
+	_, ok := tab.TryLock(vol, locks.Exclusive, locks.Owner{Method: csi.Controller_DeleteVolume_FullMethodName, Since: start})
+	fmt.Println("delete acquired:", ok)
+	h, ok := tab.TryLock(vol, locks.Exclusive, locks.Owner{Method: csi.Controller_ControllerPublishVolume_FullMethodName, Since: start.Add(1500 * time.Millisecond)})
+	fmt.Println("publish acquired:", ok, "- held by", h.Method, "for", h.Held)
+	tab.Unlock(vol, locks.Exclusive)
+	fmt.Println("held:", tab.Stats().Held)
+	// Output:
+	// delete acquired: true
+	// publish acquired: false - held by /csi.v1.Controller/DeleteVolume for 1.5s
+	// held: 0
+}
