@@ -90,8 +90,11 @@ func (s *Server) servesService(name string) bool {
 	return false
 }
 
-// lockKeys returns the table's default lock keys by full method name.
-func lockKeys() map[string]locks.KeyFunc {
+// LockKeys returns the lock keys of every RPC that takes locks, by gRPC
+// full method name, as the RPC table says them (each entry's .locks). The
+// map is a fresh copy. A Server uses them, amended by Options.LockKeys; a
+// gRPC server of one's own passes them to idempotency.Options.Keys.
+func LockKeys() map[string]locks.KeyFunc {
 	out := make(map[string]locks.KeyFunc)
 	for i := range rpcs {
 		if rpcs[i].keys != nil {

@@ -3,6 +3,7 @@ package csikit
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"slices"
 
 	grpcrecovery "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
@@ -69,12 +70,13 @@ func (s *Server) buildChain() error {
 			}
 		}
 	}
+	keys := LockKeys()
+	maps.Copy(keys, o.LockKeys) // nil values: no locks (New drops them)
 	idem, err := idempotency.New(idempotency.Options{
-		Journal:  o.Journal,
-		NewID:    o.NewID,
-		BaseKeys: lockKeys(),
-		Keys:     o.LockKeys,
-		Logger:   s.log,
+		Journal: o.Journal,
+		NewID:   o.NewID,
+		Keys:    keys,
+		Logger:  s.log,
 	})
 	if err != nil {
 		return err

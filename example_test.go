@@ -93,3 +93,18 @@ func ExampleDefaultLogLevel() {
 	// INFO
 	// ERROR
 }
+
+// The lock keys of the RPC table: what each call holds while it runs.
+func ExampleLockKeys() {
+	keys := csikit.LockKeys()
+	req := &csi.NodePublishVolumeRequest{VolumeId: "vol-1", TargetPath: "/pods/p/vol"}
+	for _, l := range keys[csi.Node_NodePublishVolume_FullMethodName](context.Background(), req) {
+		fmt.Println(l.Mode, l.Key.Space, l.Key.ID)
+	}
+	_, readLocks := keys[csi.Controller_ListVolumes_FullMethodName]
+	fmt.Println("ListVolumes locks:", readLocks)
+	// Output:
+	// exclusive volume vol-1
+	// exclusive target path /pods/p/vol
+	// ListVolumes locks: false
+}

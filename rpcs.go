@@ -30,13 +30,18 @@ import (
 //     from its entries (serviceDescs), so no hand-written forwarders exist;
 //   - validation: the rule of csi/validation's spec-checked table for the
 //     method (validation.Lookup), resolved once per entry;
-//   - the default lock keys: .locks (idempotency's key functions);
+//   - the lock keys: .locks names the key function (package locks) whose
+//     keys a call holds while it runs; LockKeys collects them, the Server
+//     hands them to the idempotency interceptor, Options.LockKeys amends
+//     them;
 //   - the log level of a successful call: .mutating() logs at Info, the
 //     rest (reads and the polling RPCs) at Debug.
 //
-// Adding an RPC is one entry here plus its driver interface in driver.go;
-// TestTableCoversSpec fails until every RPC of every spec service is either
-// here or in unsupported with a reason.
+// Adding an RPC is its driver interface (driver.go), one entry here and
+// its validation rule (csi/validation/table.go); ARCHITECTURE.md says
+// how. TestTableCoversSpec fails until every RPC of every spec service is
+// either here or in unsupported with a reason, TestTableInterfaces until
+// every interface with an RPC's method is an entry's.
 var rpcs = []rpc{
 	// Identity: always served, answered by csikit (Probe by the driver's
 	// Prober when it has one).
@@ -171,7 +176,7 @@ type rpc struct {
 	nodeCap  csi.NodeServiceCapability_RPC_Type
 	groupCap csi.GroupControllerServiceCapability_RPC_Type
 
-	keys    locks.KeyFunc // default lock keys; nil: none
+	keys    locks.KeyFunc // lock keys of a call; nil: none
 	mutates bool          // a successful call logs at Info (else Debug)
 }
 

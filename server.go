@@ -159,7 +159,7 @@ func (s *Server) Locks() *locks.Table { return s.idem.Locks() }
 // LockStats reports the per-volume locks held now and the age of the
 // oldest, for health checks and metrics.
 func (s *Server) LockStats() (held int, oldest time.Duration) {
-	st := s.idem.LockStats()
+	st := s.idem.Locks().Stats()
 	return st.Held, st.Oldest
 }
 

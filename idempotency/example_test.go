@@ -7,10 +7,12 @@ import (
 	"path/filepath"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"github.com/csikit/csikit/idempotency"
-	"github.com/csikit/csikit/journal"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/csikit/csikit"
+	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 )
 
 // A driver server with per-volume locks and a crash-safe journal.
@@ -27,6 +29,7 @@ func Example() {
 	defer j.Close()
 	ic, err := idempotency.New(idempotency.Options{
 		Journal: j,
+		Keys:    csikit.LockKeys(), // the locks of csikit's RPC table
 		NewID:   func(name string) string { return "csi-vol-" + journal.RandomID(name) },
 	})
 	if err != nil {
@@ -38,7 +41,7 @@ func Example() {
 	))
 	// csi.RegisterControllerServer(srv, driver) ...
 	srv.Stop()
-	fmt.Println(ic.LockStats().Held)
+	fmt.Println(ic.Locks().Stats().Held)
 	// Output: 0
 }
 

@@ -121,7 +121,7 @@ func TestOverGRPC(t *testing.T) {
 	if n == 0 {
 		t.Error("no client saw Aborted: the test did not exercise concurrency")
 	}
-	if st := ic.LockStats(); st.Held != 0 {
+	if st := ic.Locks().Stats(); st.Held != 0 {
 		t.Errorf("after all calls: got %d held keys, want 0", st.Held)
 	}
 }

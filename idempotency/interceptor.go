@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 	"strings"
 	"time"
 
@@ -28,27 +27,20 @@ type Interceptor struct {
 // New returns an Interceptor. It fails only on malformed Options.Keys.
 func New(o Options) (*Interceptor, error) {
 	o = o.withDefaults()
-	keys := DefaultKeys()
-	if o.BaseKeys != nil {
-		keys = maps.Clone(o.BaseKeys)
-	}
+	keys := make(map[string]locks.KeyFunc, len(o.Keys))
 	for m, f := range o.Keys {
 		if !strings.HasPrefix(m, "/") || strings.Count(m, "/") != 2 {
 			return nil, fmt.Errorf("idempotency: Keys: %q is not a gRPC full method name like %q", m, csi.Controller_CreateVolume_FullMethodName)
 		}
-		if f == nil {
-			delete(keys, m)
-		} else {
+		if f != nil {
 			keys[m] = f
 		}
 	}
 	return &Interceptor{opts: o, keys: keys}, nil
 }
 
-// LockStats reports the interceptor's held locks, for metrics.
-func (i *Interceptor) LockStats() locks.Stats { return i.opts.Locks.Stats() }
-
-// Locks returns the lock table, for drivers that lock more by hand.
+// Locks returns the lock table, for drivers that lock more by hand, for
+// journal.Sweep and for metrics (Table.Stats).
 func (i *Interceptor) Locks() *locks.Table { return i.opts.Locks }
 
 // UnaryServerInterceptor returns the gRPC interceptor. Install it after

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -12,19 +13,24 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"github.com/csikit/csikit/idempotency"
-	"github.com/csikit/csikit/internal/logctx"
-	"github.com/csikit/csikit/journal"
-	"github.com/csikit/csikit/locks"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/csikit/csikit"
+	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/internal/logctx"
 	"github.com/csikit/csikit/internal/testenv"
+	"github.com/csikit/csikit/journal"
+	"github.com/csikit/csikit/locks"
 )
 
+// newIC returns an interceptor with csikit's lock keys, amended by o.Keys.
 func newIC(t *testing.T, o idempotency.Options) *idempotency.Interceptor {
 	t.Helper()
+	keys := csikit.LockKeys()
+	maps.Copy(keys, o.Keys)
+	o.Keys = keys
 	ic, err := idempotency.New(o)
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +86,7 @@ func TestReleaseOnPanicAndCancel(t *testing.T) {
 		}()
 		_, _ = call(context.Background(), ic, mCreate, createVol("n"), func(context.Context, any) (any, error) { panic("driver bug") })
 	}()
-	if st := ic.LockStats(); st.Held != 0 {
+	if st := ic.Locks().Stats(); st.Held != 0 {
 		t.Fatalf("after panic: got %d held keys, want 0", st.Held)
 	}
 
@@ -100,7 +106,7 @@ func TestReleaseOnPanicAndCancel(t *testing.T) {
 	if err := <-errc; status.Code(err) != codes.Canceled {
 		t.Fatalf("canceled call: got %v, want Canceled", err)
 	}
-	if st := ic.LockStats(); st.Held != 0 {
+	if st := ic.Locks().Stats(); st.Held != 0 {
 		t.Fatalf("after cancel: got %d held keys, want 0", st.Held)
 	}
 	// The reservation survives the cancel: the retry gets the same ID.
@@ -207,7 +213,7 @@ func TestCreateRetryDeleteFlow(t *testing.T) {
 			if len(d.objects) != 1 {
 				t.Errorf("backend objects: got %v, want 1", d.objects)
 			}
-			if st := ic.LockStats(); st.Held != 0 {
+			if st := ic.Locks().Stats(); st.Held != 0 {
 				t.Errorf("got %d held keys, want 0", st.Held)
 			}
 		})
@@ -406,7 +412,7 @@ func TestOddInput(t *testing.T) {
 			t.Errorf("%s %T: got err %v, called %v; want the driver called", r.method, r.req, err, called)
 		}
 	}
-	if st := ic.LockStats(); st.Held != 0 {
+	if st := ic.Locks().Stats(); st.Held != 0 {
 		t.Errorf("got %d held keys, want 0", st.Held)
 	}
 }

@@ -127,7 +127,7 @@ func TestKeyRules(t *testing.T) {
 			if err := release(); err != nil {
 				t.Fatal(err)
 			}
-			if st := ic.LockStats(); st.Held != 0 {
+			if st := ic.Locks().Stats(); st.Held != 0 {
 				t.Errorf("after both calls: got %d held keys, want 0", st.Held)
 			}
 		})

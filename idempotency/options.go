@@ -8,20 +8,18 @@ import (
 	"github.com/csikit/csikit/locks"
 )
 
-// Options configures New. The zero value gives per-volume locks with the
-// default keys and no journal.
+// Options configures New. The zero value locks nothing and journals
+// nothing; set Keys (csikit.LockKeys) and Journal.
 type Options struct {
 	// Journal records name → ID reservations for CreateVolume,
 	// CreateSnapshot and CreateVolumeGroupSnapshot. Nil means locks only:
 	// no reservations, ReservedID reports false.
 	Journal journal.Journal
-	// BaseKeys are the key functions Keys amends, by gRPC full method
-	// name. Nil means DefaultKeys(); csikit.NewServer passes its RPC
-	// table's.
-	BaseKeys map[string]locks.KeyFunc
-	// Keys overrides the key function of an RPC, by gRPC full method name
-	// (csi.Controller_CreateVolume_FullMethodName, ...). A nil value turns
-	// locking off for that RPC; methods not listed keep BaseKeys.
+	// Keys is the key function of each RPC, by gRPC full method name
+	// (csi.Controller_CreateVolume_FullMethodName, ...): the locks a call
+	// holds while it runs. Methods not listed, or listed with a nil
+	// function, take no lock. csikit.LockKeys returns those of csikit's
+	// RPC table, which its Server uses.
 	Keys map[string]locks.KeyFunc
 	// NewID returns a fresh volume ID for a reservation of name. It must be
 	// unique per name; it is called for every create, even retries, and its

@@ -2,11 +2,13 @@ package journal_test
 
 import (
 	"context"
+	"maps"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
 
+	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/idempotency"
 )
 
@@ -18,8 +20,12 @@ const (
 	mDelete = csi.Controller_DeleteVolume_FullMethodName
 )
 
+// newIC returns an interceptor with csikit's lock keys, amended by o.Keys.
 func newIC(t *testing.T, o idempotency.Options) *idempotency.Interceptor {
 	t.Helper()
+	keys := csikit.LockKeys()
+	maps.Copy(keys, o.Keys)
+	o.Keys = keys
 	ic, err := idempotency.New(o)
 	if err != nil {
 		t.Fatal(err)

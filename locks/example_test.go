@@ -1,11 +1,13 @@
 package locks_test
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/csikit/csikit/locks"
+	"google.golang.org/grpc/status"
 )
 
 func ExampleTable() {
@@ -22,4 +24,22 @@ func ExampleTable() {
 	// delete acquired: true
 	// publish acquired: false - held by /csi.v1.Controller/DeleteVolume for 1.5s
 	// held: 0
+}
+
+// A Set takes a call's locks all or none and releases them at its end.
+func ExampleSet() {
+	tab := locks.NewTable()
+	req := &csi.DeleteVolumeRequest{VolumeId: "vol-1"}
+
+	first := locks.Set{Table: tab, Owner: locks.Owner{Method: csi.Controller_DeleteVolume_FullMethodName}}
+	defer first.Release()
+	fmt.Println("first:", first.Acquire(locks.DeleteVolumeKeys(context.Background(), req)...), first.Len())
+
+	retry := locks.Set{Table: tab, Owner: locks.Owner{Method: csi.Controller_DeleteVolume_FullMethodName}}
+	defer retry.Release()
+	err := retry.Acquire(locks.DeleteVolumeKeys(context.Background(), req)...)
+	fmt.Println("retry:", status.Code(err), retry.Len())
+	// Output:
+	// first: <nil> 2
+	// retry: Aborted 0
 }
