@@ -14,7 +14,9 @@
 // and can be used on any *grpc.Server; the per-volume locks and the
 // name→ID journal are in idempotency. Node helpers live in mount (with the
 // fake mount/mounttest), block, fstree and quota, and caps tells which
-// Linux capabilities the process has (online growth needs one); NodeGetVolumeStats
+// Linux capabilities the process has (online growth needs one); command runs
+// external tools (process-group kill, separate streams, secrets on stdin);
+// NodeGetVolumeStats
 // answers are built by stats, volume-health entries by health, and
 // Prometheus metrics with /metrics and /healthz are served by metrics.
 // runner runs a driver's parts under one context, capacity turns a
