@@ -2,7 +2,9 @@
 #   go run ./examples/hostpath   runs the reference driver on its defaults
 #   make test                    sets the machine up and runs the main module's tests
 #
-# make test is `go test ./...` in the main module: every csikit package and
+# make test is `go test ./...` in the main module, with GOWORK=off (exactly
+# the root's go.mod, as a vendor gets it; go.work, the workspace of every
+# module, is for the nested ones): every csikit package and
 # examples/hostpath, examples/minimal, examples/tmpfs. It does not reach the
 # nested modules below (each has a go.mod of its own, so ./... stops at it)
 # and says so when it ends. Each needs heavy setup, installs packages
@@ -27,7 +29,7 @@ setup:
 	./scripts/setup.sh
 
 test: setup
-	$(GO) test $(GOTESTFLAGS) ./...
+	GOWORK=off $(GO) test $(GOTESTFLAGS) ./...
 	@echo "make test: ran the main module's tests; not the nested modules $(NESTED_MODULES) (own go.mod, heavy setup): make test-rbd, test-kube, test-upstream or test-all"
 
 test-rbd:
