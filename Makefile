@@ -16,14 +16,15 @@
 #                       minutes the first time, then cached)
 #   make test-upstream  sanity/upstream: upstream csi-driver-host-path, built
 #                       from the Go module proxy
+#   make test-tools     tools: the release tooling (modproxy, apicheck)
 #   make test-all       make test, then the three above
 # Tool modules below them (sanity/kube/runtime, sanity/upstream/hostpath)
 # are built by their parent's run.
 GO ?= go
 GOTESTFLAGS ?=
-NESTED_MODULES := examples/rbd sanity/kube sanity/upstream
+NESTED_MODULES := examples/rbd sanity/kube sanity/upstream tools
 
-.PHONY: test test-rbd test-kube test-upstream test-all run setup
+.PHONY: test test-rbd test-kube test-upstream test-tools test-all run setup
 
 setup:
 	./scripts/setup.sh
@@ -41,7 +42,11 @@ test-kube:
 test-upstream:
 	sanity/upstream/ci.sh
 
-test-all: test test-rbd test-kube test-upstream
+# tools: the release tooling's own module (never released): vet and tests.
+test-tools:
+	cd tools && $(GO) vet ./... && $(GO) test $(GOTESTFLAGS) ./...
+
+test-all: test test-rbd test-kube test-upstream test-tools
 
 run:
 	$(GO) run ./examples/hostpath
