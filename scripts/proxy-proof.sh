@@ -133,5 +133,7 @@ say "build and vet (-tags pacific: examples/rbd's driver package)"
 go build -tags pacific ./...
 go vet -tags pacific ./...
 say "sanity by endpoint against examples/tmpfs from the module cache"
-go test -tags pacific -count=1 -run '^TestSanityTmpfs$' . 2>&1 | tail -5
+out=$(go test -tags pacific -count=1 -v -run '^TestSanityTmpfs$' . 2>&1) || { echo "$out" | tail -60; exit 1; }
+echo "$out" | grep -E 'sanity: [0-9]+ passed|^--- |^ok' || true
+echo "$out" | grep -q -- '--- PASS: TestSanityTmpfs' || { echo "$out" | tail -60; echo "proxy-proof: TestSanityTmpfs did not pass"; exit 1; }
 say "done: every released module resolved from the proxy at $version"
