@@ -65,7 +65,7 @@ type command struct {
 
 // commands returns every subcommand, sorted by name.
 func commands() []*command {
-	cs := []*command{callCommand(), completionCommand()}
+	cs := []*command{callCommand(), capsCommand(), completionCommand()}
 	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
 	return cs
 }
@@ -244,13 +244,6 @@ func wrap(text string, width int) []string {
 	}
 	return lines
 }
-
-// stringsFlag is a repeatable string option.
-type stringsFlag []string
-
-func (s *stringsFlag) String() string { return strings.Join(*s, ",") }
-
-func (s *stringsFlag) Set(v string) error { *s = append(*s, v); return nil }
 
 // mapFlag is a repeatable key=value option.
 type mapFlag map[string]string
