@@ -119,6 +119,8 @@ type advertised struct {
 	caps          map[string]bool // "Service/CAP"
 	services      map[string]bool // services the driver serves per its capabilities
 	lists         map[string][]string
+	ctrlCaps      []*csi.ControllerServiceCapability
+	nodeCaps      []*csi.NodeServiceCapability
 }
 
 // discover asks the driver for its info and capabilities; failures are
@@ -169,6 +171,7 @@ func discover(ctx context.Context, conn *grpc.ClientConn, timeout time.Duration)
 		}); err != nil {
 			return nil, fmt.Errorf("Controller.ControllerGetCapabilities (CONTROLLER_SERVICE is advertised): %s", errText(err))
 		}
+		a.ctrlCaps = r.GetCapabilities()
 		for _, c := range r.GetCapabilities() {
 			a.add("Controller", c.GetRpc().GetType().String())
 		}
@@ -184,6 +187,7 @@ func discover(ctx context.Context, conn *grpc.ClientConn, timeout time.Duration)
 		return nil, fmt.Errorf("Node.NodeGetCapabilities: %s", errText(err))
 	default:
 		a.services["Node"] = true
+		a.nodeCaps = nr.GetCapabilities()
 		for _, c := range nr.GetCapabilities() {
 			a.add("Node", c.GetRpc().GetType().String())
 		}
