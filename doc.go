@@ -25,5 +25,7 @@
 // packages (k8s/registration, k8s/keys, k8s/csidriver) speak Kubernetes'
 // conventions, csitest serves a driver in-process or runs its binary for its tests, and
 // sanity is the conformance harness (sanity/kube, a module of its own, runs
-// it against a real control plane). ARCHITECTURE.md maps every package.
+// it against a real control plane); the command cmd/csikit calls, checks
+// and runs the harness against a driver in any language by its endpoint.
+// ARCHITECTURE.md maps every package.
 package csikit
