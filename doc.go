@@ -13,7 +13,8 @@
 // csi/validation, csi/secrets, csi/requestid, csi/logging, csi/recovery)
 // and can be used on any *grpc.Server; the per-volume locks are in locks,
 // the name→ID journal (and the KV spaces drivers keep metadata in) in
-// journal, and the interceptor composing them in idempotency. Node helpers
+// journal, with journal/journaltest the contract a driver's own journal is
+// held to, and the interceptor composing them in idempotency. Node helpers
 // live in mount (with the fake mount/mounttest), block, fstree and quota,
 // and caps tells which Linux capabilities the process has (online growth
 // needs one); command runs external tools (process-group kill, separate

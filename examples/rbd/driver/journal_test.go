@@ -13,6 +13,7 @@ import (
 	"github.com/csikit/csikit/examples/rbd/driver"
 	"github.com/csikit/csikit/examples/rbd/internal/cephtest"
 	"github.com/csikit/csikit/journal"
+	"github.com/csikit/csikit/journal/journaltest"
 )
 
 func newJournal(t *testing.T, c cephtest.Cluster) *driver.OmapJournal {
@@ -187,4 +188,17 @@ func (o onlyNames) Uncommitted(ctx context.Context, k journal.Kind, before time.
 		}
 	}
 	return out, err
+}
+
+// TestOmapJournalConformance holds the omap journal to the contract
+// journaltest checks for every journal, on the real cluster; Reopen is a
+// new connection pool, as a restarted controller or another replica has.
+func TestOmapJournalConformance(t *testing.T) {
+	c := cephtest.Require(t)
+	j := newJournal(t, c)
+	journaltest.Run(t, journaltest.Options{
+		Open:       func(*testing.T) journal.Journal { return j },
+		Reopen:     func(t *testing.T, _ journal.Journal) journal.Journal { return newJournal(t, c) },
+		Goroutines: 32,
+	})
 }
