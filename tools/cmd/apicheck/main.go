@@ -76,6 +76,10 @@ func run(repo, tags, base string, w io.Writer) (ok bool, err error) {
 		if err != nil {
 			return false, err
 		}
+		if rev == "" && v != "" {
+			fmt.Fprintf(w, "apicheck: HEAD is the first release (%s): nothing to compare\n", v)
+			return true, nil
+		}
 		if rev == "" {
 			if released.Match(changelog) {
 				return false, errors.New("CHANGELOG.md has a released version but no v* tag or 'release: vX.Y.Z' commit was found (a shallow clone? fetch the history)")
@@ -155,7 +159,8 @@ var (
 )
 
 // previousRelease returns the highest released version and its commit
-// among the v* tags and the "release: vX.Y.Z" commits, leaving out HEAD's.
+// among the v* tags and the "release: vX.Y.Z" commits, leaving out HEAD's;
+// when HEAD's is the only one, its version and no commit.
 func previousRelease(repo string) (version, rev string, err error) {
 	head, err := git(repo, "rev-parse", "HEAD")
 	if err != nil {
@@ -190,13 +195,16 @@ func previousRelease(repo string) (version, rev string, err error) {
 		}
 	}
 	var vs []string
+	atHead := ""
 	for v, c := range cands {
 		if c != head {
 			vs = append(vs, v)
+		} else {
+			atHead = v
 		}
 	}
 	if len(vs) == 0 {
-		return "", "", nil
+		return atHead, "", nil
 	}
 	sort.Slice(vs, func(i, j int) bool { return semver.Compare(vs[i], vs[j]) > 0 })
 	return vs[0], cands[vs[0]], nil

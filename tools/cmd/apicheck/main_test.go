@@ -177,7 +177,8 @@ func TestNamedIncompatibleChangePasses(t *testing.T) {
 // TestBaselineTagOverCommitAndNotHead: the highest v* tag is the baseline
 // when it is above the release commits; a release at HEAD is skipped for
 // the one before it; no release at all, nothing to compare; a released
-// CHANGELOG section with no tag or release commit fails.
+// CHANGELOG section with no tag or release commit fails; at the first
+// release commit itself there is nothing to compare.
 func TestBaselineTagOverCommitAndNotHead(t *testing.T) {
 	r := planted(t)
 	r.git("tag", "v0.1.1")
@@ -197,7 +198,14 @@ func TestBaselineTagOverCommitAndNotHead(t *testing.T) {
 		t.Errorf("no release yet: ok=%v\n%s", ok, out)
 	}
 	fresh.write(map[string]string{"CHANGELOG.md": changelogHead + "## [0.1.0] - 2026-01-01\n"})
+	fresh.commit("release: v0.1.0")
+	if out, ok := fresh.check(); !ok || !strings.Contains(out, "HEAD is the first release (v0.1.0)") {
+		t.Errorf("at the first release commit: ok=%v\n%s", ok, out)
+	}
+	fresh.write(map[string]string{"CHANGELOG.md": changelogHead + "## [0.2.0] - 2026-01-02\n"})
 	fresh.commit("released elsewhere")
+	fresh.git("reset", "-q", "--soft", "HEAD~2")
+	fresh.commit("squashed: the release commit is gone")
 	var out strings.Builder
 	if _, err := run(fresh.dir, "", "", &out); err == nil || !strings.Contains(err.Error(), "shallow clone") {
 		t.Errorf("released section without a tag or commit: err %v, want the shallow-clone error", err)
