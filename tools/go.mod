@@ -10,6 +10,12 @@ module github.com/csikit/csikit/tools
 
 go 1.26.0
 
-require golang.org/x/mod v0.41.0
+require (
+	golang.org/x/exp v0.0.0-20260908205506-85c1c2202aba
+	golang.org/x/mod v0.41.0
+)
 
-require golang.org/x/tools v0.50.0 // indirect
+require (
+	golang.org/x/sync v0.23.0 // indirect
+	golang.org/x/tools v0.50.0
+)
