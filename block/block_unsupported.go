@@ -59,3 +59,9 @@ func DetachLoop(ctx context.Context, dev string) error { return unsupported() }
 
 // RefreshLoopSize is implemented on Linux only.
 func RefreshLoopSize(ctx context.Context, dev string) error { return unsupported() }
+
+// SectorSize is the alignment ZeroRange requires of offsets and lengths.
+const SectorSize = 512
+
+// ZeroRange is implemented on Linux only.
+func ZeroRange(ctx context.Context, path string, offset, length int64) error { return unsupported() }

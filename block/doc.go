@@ -1,6 +1,7 @@
 // Package block holds helpers for raw block volumes: the target file a block
-// volume is published on, bind-mounting a device node onto it, device sizes
-// and loop devices.
+// volume is published on, bind-mounting a device node onto it, device sizes,
+// loop devices, zeroing a range (ZeroRange) and copying a volume with its
+// holes kept (CopySparse).
 //
 // Invariants:
 //
@@ -31,6 +32,13 @@
 //     answers LOOP_CLR_FD on an open or mounted device with success and only
 //     sets autoclear, so DetachLoop reads the status back, restores the
 //     flags and returns codes.FailedPrecondition naming the device.
+//   - ZeroRange and CopySparse take the device or file by path and open it
+//     O_PATH|O_NOFOLLOW before reopening it through /proc/self/fd: a
+//     symlink swapped in is refused (codes.FailedPrecondition), never
+//     followed to another device; a device they write is opened O_EXCL,
+//     so one with a mounted file system is refused too. Zeroing prefers
+//     the kernel (BLKZEROOUT, fallocate PUNCH_HOLE/ZERO_RANGE) and falls
+//     back to writing zeros; both return once the bytes are durable.
 //   - Errors carry gRPC codes through a GRPCStatus method and still unwrap to
 //     the underlying errno, so errors.Is(err, unix.EBUSY) keeps working.
 //   - The package keeps no global state; the mount-point check is O(1)
