@@ -65,3 +65,27 @@ const SectorSize = 512
 
 // ZeroRange is implemented on Linux only.
 func ZeroRange(ctx context.Context, path string, offset, length int64) error { return unsupported() }
+
+// DefaultCopyChunk is CopyOptions.ChunkSize's default.
+const DefaultCopyChunk = 1 << 20
+
+// CopyOptions configures CopySparse.
+type CopyOptions struct {
+	// ChunkSize is the unit read, tested for zeros and written.
+	ChunkSize int
+	// DestinationZeroed promises the destination already reads as zeros.
+	DestinationZeroed bool
+}
+
+// CopyResult says what CopySparse did.
+type CopyResult struct {
+	// Size is the source's size.
+	Size int64
+	// Written is how many bytes were copied as data.
+	Written int64
+}
+
+// CopySparse is implemented on Linux only.
+func CopySparse(ctx context.Context, dst, src string, opts CopyOptions) (CopyResult, error) {
+	return CopyResult{}, unsupported()
+}
