@@ -26,6 +26,10 @@ type LoopOptions struct {
 	DirectIO bool
 	// AutoClear detaches the device when its last user closes it.
 	AutoClear bool
+	// Offset is where in the backing file the device starts.
+	Offset int64
+	// SizeLimit is the device's size; 0 means up to the file's end.
+	SizeLimit int64
 }
 
 func unsupported() error {
@@ -51,6 +55,11 @@ func AttachLoop(ctx context.Context, backingFile string, opts LoopOptions) (stri
 
 // FindLoop is implemented on Linux only.
 func FindLoop(ctx context.Context, backingFile string) (string, bool, error) {
+	return "", false, unsupported()
+}
+
+// FindLoopAt is implemented on Linux only.
+func FindLoopAt(ctx context.Context, backingFile string, offset, sizeLimit int64) (string, bool, error) {
 	return "", false, unsupported()
 }
 

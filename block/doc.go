@@ -26,8 +26,13 @@
 //   - Loop devices are attached, found and detached through ioctls on
 //     /dev/loop-control and /dev/loopN (LOOP_CTL_GET_FREE, LOOP_CONFIGURE with
 //     a LOOP_SET_FD/LOOP_SET_STATUS64 fallback, LOOP_GET_STATUS64,
-//     LOOP_CLR_FD); no losetup output is parsed. A backing file is identified
-//     by device and inode number, so a renamed file is still found.
+//     LOOP_CLR_FD); no losetup output is parsed. A device may map part of
+//     its file (LoopOptions.Offset, SizeLimit); devices on one file at
+//     different ranges are different devices. FindLoopAt picks candidates
+//     from sysfs alone (backing_file, offset, sizelimit: the file's current
+//     path, so a renamed file is still found) and asks the kernel, by
+//     LOOP_GET_STATUS64 and the file's device and inode number, only about
+//     those: a device whose backing file hangs cannot hang the search.
 //   - DetachLoop never reports success for a device still in use: the kernel
 //     answers LOOP_CLR_FD on an open or mounted device with success and only
 //     sets autoclear, so DetachLoop reads the status back, restores the
