@@ -15,8 +15,9 @@
 // the name→ID journal (and the KV spaces drivers keep metadata in) in
 // journal, and the interceptor composing them in idempotency. Node helpers
 // live in mount (with the fake mount/mounttest), block, fstree and quota,
-// and caps tells which
-// Linux capabilities the process has (online growth needs one); NodeGetVolumeStats
+// and caps tells which Linux capabilities the process has (online growth
+// needs one); command runs external tools (process-group kill, separate
+// streams, secrets on stdin); NodeGetVolumeStats
 // answers are built by stats, volume-health entries by health, and
 // Prometheus metrics with /metrics and /healthz are served by metrics.
 // runner runs a driver's parts under one context, capacity turns a
@@ -24,5 +25,7 @@
 // packages (k8s/registration, k8s/keys, k8s/csidriver) speak Kubernetes'
 // conventions, csitest serves a driver in-process or runs its binary for its tests, and
 // sanity is the conformance harness (sanity/kube, a module of its own, runs
-// it against a real control plane). ARCHITECTURE.md maps every package.
+// it against a real control plane); the command cmd/csikit calls, checks
+// and runs the harness against a driver in any language by its endpoint.
+// ARCHITECTURE.md maps every package.
 package csikit
