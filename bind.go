@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/csikit/csikit/csi/validation"
+	"github.com/csikit/csikit/internal/grpcstream"
 	"github.com/csikit/csikit/locks"
 )
 
@@ -212,21 +213,8 @@ func (s *Server) admitStream(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 	if b.validate == nil {
 		return h(srv, ss)
 	}
-	return h(srv, &validatingStream{ServerStream: ss, rule: b.validate, cfg: &s.vcfg})
-}
-
-// validatingStream validates every message the handler receives.
-type validatingStream struct {
-	grpc.ServerStream
-	rule validation.Rule
-	cfg  *validation.Config
-}
-
-func (v *validatingStream) RecvMsg(m any) error {
-	if err := v.ServerStream.RecvMsg(m); err != nil {
-		return err
-	}
-	return v.rule(m, v.cfg)
+	rule, cfg := b.validate, &s.vcfg
+	return h(srv, &grpcstream.Stream{ServerStream: ss, OnRecv: func(m any) error { return rule(m, cfg) }})
 }
 
 // unimplemented is the gate's answer for an RPC the server does not serve.

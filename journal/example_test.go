@@ -194,3 +194,44 @@ func ExampleRequest() {
 	fmt.Println(ok, j == pools["fast"])
 	// Output: true true
 }
+
+// A server that journals calls without csikit's interceptor starts a Call
+// per create or delete, so the driver's deferred KV writes join the
+// journal's own commit, and flushes what is left before answering.
+func ExampleWithCall() {
+	dir, err := os.MkdirTemp("", "csikit-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	j, err := journal.OpenFile(filepath.Join(dir, "journal.db"), journal.FileOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer j.Close()
+	sizes, _ := j.KV("sizes")
+
+	req := &csi.CreateVolumeRequest{Name: "pvc-1"}
+	ctx, call := journal.WithCall(context.Background(), req)
+	_ = sizes.DeferPut(ctx, "vol-1", []byte("1Gi")) // the driver, inside the call
+	_, durable, _ := sizes.Get(context.Background(), "vol-1")
+	fmt.Println("durable before Flush:", durable)
+	if err := call.Flush(); err != nil { // nothing committed it: write it now
+		log.Fatal(err)
+	}
+	v, durable, _ := sizes.Get(context.Background(), "vol-1")
+	fmt.Println("durable after Flush:", durable, string(v))
+	// Output:
+	// durable before Flush: false
+	// durable after Flush: true 1Gi
+}
+
+// The lock keys of a kind's names and IDs: what a create and a delete of
+// one object both hold.
+func ExampleKind_NameKey() {
+	fmt.Printf("%q\n", journal.KindSnapshot.NameKey("snap-pvc-1"))
+	fmt.Printf("%q\n", journal.KindSnapshot.IDKey("snap-1"))
+	// Output:
+	// {"snapshot name" "snap-pvc-1"}
+	// {"snapshot" "snap-1"}
+}
