@@ -15,13 +15,16 @@
 #   make test-upstream  sanity/upstream: upstream csi-driver-host-path, built
 #                       from the Go module proxy
 #   make test-all       make test, then the three above
+# and, lighter, one that needs Debian's Python gRPC packages (apt-get):
+#   make python-sanity  csikit sanity against examples/python, a driver in
+#                       Python, correct and with its planted bug
 # Tool modules below them (sanity/kube/runtime, sanity/upstream/hostpath)
 # are built by their parent's run.
 GO ?= go
 GOTESTFLAGS ?=
 NESTED_MODULES := examples/rbd sanity/kube sanity/upstream
 
-.PHONY: test test-rbd test-kube test-upstream test-all run setup
+.PHONY: test test-rbd test-kube test-upstream test-all python-sanity run setup
 
 setup:
 	./scripts/setup.sh
@@ -40,6 +43,9 @@ test-upstream:
 	sanity/upstream/ci.sh
 
 test-all: test test-rbd test-kube test-upstream
+
+python-sanity:
+	examples/python/ci.sh
 
 run:
 	$(GO) run ./examples/hostpath

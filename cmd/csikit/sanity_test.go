@@ -26,10 +26,10 @@ type scriptedDriver struct {
 	endpoint, log, script string
 }
 
-// startScripted writes the start/restart script for bin with args,
-// runs it once and stops the driver when the test ends (by the PID the
-// script recorded).
-func startScripted(t *testing.T, bin string, args ...string) scriptedDriver {
+// startScripted writes the start/restart script for bin with args and
+// the environment variables env (NAME=VALUE), runs it once and stops the
+// driver when the test ends (by the PID the script recorded).
+func startScripted(t *testing.T, env []string, bin string, args ...string) scriptedDriver {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "scripted")
 	if err != nil {
@@ -37,7 +37,11 @@ func startScripted(t *testing.T, bin string, args ...string) scriptedDriver {
 	}
 	sock := filepath.Join(dir, "csi.sock")
 	d := scriptedDriver{endpoint: "unix://" + sock, log: filepath.Join(dir, "driver.log"), script: filepath.Join(dir, "restart.sh")}
-	quoted := []string{strconv.Quote(bin), "--endpoint", strconv.Quote(d.endpoint)}
+	var quoted []string
+	for _, e := range env {
+		quoted = append(quoted, strconv.Quote(e))
+	}
+	quoted = append(quoted, strconv.Quote(bin), "--endpoint", strconv.Quote(d.endpoint))
 	for _, a := range args {
 		quoted = append(quoted, strconv.Quote(a))
 	}
@@ -53,7 +57,7 @@ if [ -f "$pidfile" ]; then
 	done
 fi
 rm -f %[2]q
-%[3]s >>%[4]q 2>&1 </dev/null &
+env %[3]s >>%[4]q 2>&1 </dev/null &
 echo $! >"$pidfile"
 `, filepath.Join(dir, "pid"), sock, strings.Join(quoted, " "), d.log)
 	if err := os.WriteFile(d.script, []byte(script), 0o755); err != nil {
@@ -150,7 +154,7 @@ func tally(t *testing.T, r result) (pass, fail, skip int) {
 // and reads the JUnit report back.
 func TestSanityHostpath(t *testing.T) {
 	testenv.RequireRoot(t, "examples/hostpath mounts volumes")
-	d := startScripted(t, binary(t, "github.com/csikit/csikit/examples/hostpath"),
+	d := startScripted(t, nil, binary(t, "github.com/csikit/csikit/examples/hostpath"),
 		"--nodeid", "sanity-node", "--state-dir", t.TempDir(), "--log-level", "debug", "--enable-attach", "--enable-modify", "--mutable-parameters", "iops")
 	junit := filepath.Join(t.TempDir(), "report.xml")
 	cfg := filepath.Join(t.TempDir(), "sanity.yaml")
