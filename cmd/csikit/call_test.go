@@ -3,6 +3,7 @@
 package main_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -65,6 +66,44 @@ func TestCallRedactsDriverErrors(t *testing.T) {
 	}
 	if !strings.Contains(r.stderr, "PermissionDenied: login refused with") || !strings.Contains(r.stderr, "***stripped***") {
 		t.Errorf("got stderr %q, want the code, the message and ***stripped*** for the secrets", r.stderr)
+	}
+}
+
+// TestCallStreams: a server-streaming RPC prints each message as it
+// comes; an error after some messages keeps them, then prints the status
+// with the secrets redacted.
+func TestCallStreams(t *testing.T) {
+	ep := servePlanted(t)
+	r := csikit(t, "call", ep, "SnapshotMetadata.GetMetadataAllocated", `{"snapshotId":"snap-1"}`).want(t, 0)
+	dec := json.NewDecoder(strings.NewReader(r.stdout))
+	n := 0
+	for dec.More() {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			t.Fatalf("message %d is not JSON: %v\n%s", n, err, r.stdout)
+		}
+		if m["blockMetadataType"] != "FIXED_LENGTH" {
+			t.Errorf("message %d: got %v, want blockMetadataType FIXED_LENGTH", n, m)
+		}
+		n++
+	}
+	if n != 3 {
+		t.Errorf("got %d messages, want 3:\n%s", n, r.stdout)
+	}
+	r = csikit(t, "call", ep, "SnapshotMetadata.GetMetadataAllocated", `{"snapshotId":"fail-after"}`, "--secrets-file", secretsFile(t)).want(t, 1)
+	noSecrets(t, r.stdout+r.stderr)
+	if strings.Count(r.stdout, "blockMetadataType") != 3 || !strings.Contains(r.stderr, "SnapshotMetadata.GetMetadataAllocated: Internal: reading snapshot failed, token map[") {
+		t.Errorf("got stdout\n%s\nstderr %q; want 3 messages, then the status", r.stdout, r.stderr)
+	}
+}
+
+// TestCallRedactsOwnErrors: a secret value that csikit's own error would
+// quote (here as an unknown field name) is redacted too.
+func TestCallRedactsOwnErrors(t *testing.T) {
+	r := csikit(t, "call", "unix:///nonexistent/csi.sock", "Controller.DeleteVolume", `{"volumeId":"v","top-secret-value":1}`,
+		"--secret", "k=top-secret-value").want(t, 2)
+	if strings.Contains(r.stderr, "top-secret-value") || !strings.Contains(r.stderr, `unknown field "***stripped***"`) {
+		t.Errorf("got stderr %q, want the secret redacted from the parse error", r.stderr)
 	}
 }
 
