@@ -18,13 +18,16 @@
 #                       from the Go module proxy
 #   make test-tools     tools: the release tooling (modproxy, apicheck)
 #   make test-all       make test, then the three above
+# and, lighter, one that needs Debian's Python gRPC packages (apt-get):
+#   make python-sanity  csikit sanity against examples/python, a driver in
+#                       Python, correct and with its planted bug
 # Tool modules below them (sanity/kube/runtime, sanity/upstream/hostpath)
 # are built by their parent's run.
 GO ?= go
 GOTESTFLAGS ?=
 NESTED_MODULES := examples/rbd sanity/kube sanity/upstream tools
 
-.PHONY: test test-rbd test-kube test-upstream test-tools test-all run setup
+.PHONY: test test-rbd test-kube test-upstream test-tools test-all python-sanity run setup
 
 setup:
 	./scripts/setup.sh
@@ -47,6 +50,9 @@ test-tools:
 	cd tools && $(GO) vet ./... && $(GO) test $(GOTESTFLAGS) ./...
 
 test-all: test test-rbd test-kube test-upstream test-tools
+
+python-sanity:
+	examples/python/ci.sh
 
 run:
 	$(GO) run ./examples/hostpath

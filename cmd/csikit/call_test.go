@@ -3,6 +3,7 @@
 package main_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -68,6 +69,44 @@ func TestCallRedactsDriverErrors(t *testing.T) {
 	}
 }
 
+// TestCallStreams: a server-streaming RPC prints each message as it
+// comes; an error after some messages keeps them, then prints the status
+// with the secrets redacted.
+func TestCallStreams(t *testing.T) {
+	ep := servePlanted(t)
+	r := csikit(t, "call", ep, "SnapshotMetadata.GetMetadataAllocated", `{"snapshotId":"snap-1"}`).want(t, 0)
+	dec := json.NewDecoder(strings.NewReader(r.stdout))
+	n := 0
+	for dec.More() {
+		var m map[string]any
+		if err := dec.Decode(&m); err != nil {
+			t.Fatalf("message %d is not JSON: %v\n%s", n, err, r.stdout)
+		}
+		if m["blockMetadataType"] != "FIXED_LENGTH" {
+			t.Errorf("message %d: got %v, want blockMetadataType FIXED_LENGTH", n, m)
+		}
+		n++
+	}
+	if n != 3 {
+		t.Errorf("got %d messages, want 3:\n%s", n, r.stdout)
+	}
+	r = csikit(t, "call", ep, "SnapshotMetadata.GetMetadataAllocated", `{"snapshotId":"fail-after"}`, "--secrets-file", secretsFile(t)).want(t, 1)
+	noSecrets(t, r.stdout+r.stderr)
+	if strings.Count(r.stdout, "blockMetadataType") != 3 || !strings.Contains(r.stderr, "SnapshotMetadata.GetMetadataAllocated: Internal: reading snapshot failed, token map[") {
+		t.Errorf("got stdout\n%s\nstderr %q; want 3 messages, then the status", r.stdout, r.stderr)
+	}
+}
+
+// TestCallRedactsOwnErrors: a secret value that csikit's own error would
+// quote (here as an unknown field name) is redacted too.
+func TestCallRedactsOwnErrors(t *testing.T) {
+	r := csikit(t, "call", "unix:///nonexistent/csi.sock", "Controller.DeleteVolume", `{"volumeId":"v","top-secret-value":1}`,
+		"--secret", "k=top-secret-value").want(t, 2)
+	if strings.Contains(r.stderr, "top-secret-value") || !strings.Contains(r.stderr, `unknown field "***stripped***"`) {
+		t.Errorf("got stderr %q, want the secret redacted from the parse error", r.stderr)
+	}
+}
+
 // TestCallBadRequests: a request that is not protojson, an unknown field,
 // an unknown method and secrets for a method without a secrets field are
 // refused before any call, with exit status 2 and a message that helps.
@@ -107,7 +146,7 @@ func TestCallBadRequests(t *testing.T) {
 // TestHelpReadsLikeAManualPage checks every command's --help.
 func TestHelpReadsLikeAManualPage(t *testing.T) {
 	top := csikit(t, "help").want(t, 0)
-	for _, c := range []string{"call", "caps", "csidriver", "completion"} {
+	for _, c := range []string{"call", "caps", "csidriver", "sanity", "completion"} {
 		if !strings.Contains(top.stdout, "\t"+c) {
 			t.Errorf("csikit help does not list %s:\n%s", c, top.stdout)
 		}

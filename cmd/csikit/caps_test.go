@@ -30,8 +30,10 @@ func TestCapsExamples(t *testing.T) {
 }
 
 // TestCapsFindsMismatches: the planted driver advertises GET_VOLUME_STATS
-// without serving NodeGetVolumeStats and serves NodeExpandVolume without
-// advertising EXPAND_VOLUME; caps names both and exits 1.
+// without serving NodeGetVolumeStats, and serves NodeExpandVolume and the
+// SnapshotMetadata service without advertising EXPAND_VOLUME or
+// SNAPSHOT_METADATA_SERVICE; caps names the three RPCs and exits 1. A
+// driver that cannot be reached exits 1 too.
 func TestCapsFindsMismatches(t *testing.T) {
 	r := csikit(t, "caps", servePlanted(t)).want(t, 1)
 	for _, re := range []string{
@@ -39,10 +41,15 @@ func TestCapsFindsMismatches(t *testing.T) {
 		`Node\.NodeExpandVolume +served \(InvalidArgument\) +not advertised +MISMATCH: served but not advertised \(advertise Node EXPAND_VOLUME\)`,
 		`Node\.NodeStageVolume +served \(InvalidArgument\) +advertised: Node STAGE_UNSTAGE_VOLUME +ok`,
 		`Controller\.CreateVolume +not served \(Unimplemented\) +not advertised +ok`,
-		`\n2 mismatch\(es\)`,
+		`SnapshotMetadata\.GetMetadataAllocated +served \(InvalidArgument\) +not advertised +MISMATCH: served but not advertised \(advertise Plugin SNAPSHOT_METADATA_SERVICE\)`,
+		`\n3 mismatch\(es\)`,
 	} {
 		if !regexp.MustCompile(re).MatchString(r.stdout) {
 			t.Errorf("got no match for %q in:\n%s", re, r.stdout)
 		}
+	}
+	r = csikit(t, "caps", "unix:///nonexistent/csi.sock", "--timeout", "2s").want(t, 1)
+	if !strings.Contains(r.stderr, "Identity.GetPluginInfo: Unavailable") {
+		t.Errorf("got stderr %q, want the failed GetPluginInfo", r.stderr)
 	}
 }

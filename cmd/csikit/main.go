@@ -65,7 +65,7 @@ type command struct {
 
 // commands returns every subcommand, sorted by name.
 func commands() []*command {
-	cs := []*command{callCommand(), capsCommand(), csidriverCommand(), completionCommand()}
+	cs := []*command{callCommand(), capsCommand(), csidriverCommand(), sanityCommand(), completionCommand()}
 	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
 	return cs
 }
@@ -81,6 +81,9 @@ func lookup(name string) *command {
 }
 
 func main() {
+	if path := os.Getenv(sanityChildEnv); path != "" {
+		os.Exit(sanityChild(path))
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(&env{ctx: ctx, stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:])
 	stop()

@@ -24,6 +24,28 @@ import (
 type planted struct {
 	csi.UnimplementedIdentityServer
 	csi.UnimplementedNodeServer
+	csi.UnimplementedSnapshotMetadataServer
+}
+
+// GetMetadataAllocated streams three messages of one block each, then
+// fails with the snapshot ID in the message when it is "fail-after".
+func (planted) GetMetadataAllocated(req *csi.GetMetadataAllocatedRequest, st csi.SnapshotMetadata_GetMetadataAllocatedServer) error {
+	if req.GetSnapshotId() == "" {
+		return status.Error(codes.InvalidArgument, "snapshot_id missing")
+	}
+	for i := range int64(3) {
+		if err := st.Send(&csi.GetMetadataAllocatedResponse{
+			BlockMetadataType:   csi.BlockMetadataType_FIXED_LENGTH,
+			VolumeCapacityBytes: 1 << 20,
+			BlockMetadata:       []*csi.BlockMetadata{{ByteOffset: i * 4096, SizeBytes: 4096}},
+		}); err != nil {
+			return err
+		}
+	}
+	if req.GetSnapshotId() == "fail-after" {
+		return status.Errorf(codes.Internal, "reading snapshot failed, token %v", req.GetSecrets())
+	}
+	return nil
 }
 
 func (planted) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (*csi.GetPluginInfoResponse, error) {
@@ -93,6 +115,7 @@ func servePlanted(t *testing.T) string {
 	srv := grpc.NewServer()
 	csi.RegisterIdentityServer(srv, planted{})
 	csi.RegisterNodeServer(srv, planted{})
+	csi.RegisterSnapshotMetadataServer(srv, planted{})
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(l) }()
 	t.Cleanup(func() {
