@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"os"
 	"os/exec"
+	"sync"
 	"time"
 )
 
@@ -99,20 +102,58 @@ func Run(ctx context.Context, name string, args []string, opts Options) (Result,
 	cmd.Cancel = func() error { return signalGroup(cmd, sigTerm) }
 	cmd.WaitDelay = grace
 	stdout, stderr := &capped{max: limit}, &capped{max: limit}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return Result{}, &Error{Command: name, ExitCode: -1, Err: err}
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return Result{}, &Error{Command: name, ExitCode: -1, Err: err}
+	}
+	// The pipes are Run's own, not os/exec's: Wait returns when the
+	// program exits, and Run decides how long to wait for the rest of
+	// its output and what to kill when a forked helper holds it.
+	cmd.Stdout, cmd.Stderr = outW, errW
 	if opts.Secret != nil {
 		cmd.Stdin = bytes.NewReader(opts.Secret)
 	}
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err == nil {
+		var wg sync.WaitGroup
+		wg.Go(func() { _, _ = io.Copy(stdout, outR) })
+		wg.Go(func() { _, _ = io.Copy(stderr, errR) })
+		drained := make(chan struct{})
+		go func() { wg.Wait(); close(drained) }()
+		err = cmd.Wait()
+		if err != nil && runCtx.Err() != nil {
+			// Whatever of the group survived SIGTERM ends now.
+			_ = signalGroup(cmd, sigKill)
+		}
+		t := time.NewTimer(grace)
+		select {
+		case <-drained:
+		case <-t.C:
+			// A helper still holds the output after the grace: it dies
+			// with the group (one outside it is cut off).
+			_ = signalGroup(cmd, sigKill)
+			outR.Close()
+			errR.Close()
+			<-drained
+			if err == nil {
+				err = exec.ErrWaitDelay
+			}
+		}
+		t.Stop()
+	}
+	outR.Close()
+	errR.Close()
 
-	err := cmd.Run()
 	res := Result{Stdout: stdout.buf, Stderr: stderr.buf,
 		StdoutTruncated: stdout.truncated(), StderrTruncated: stderr.truncated()}
-	stopped := err != nil && runCtx.Err() != nil
-	if stopped || errors.Is(err, exec.ErrWaitDelay) {
-		// Whatever of the group survived SIGTERM, or still holds the
-		// pipes after the program exited, ends now.
-		_ = signalGroup(cmd, sigKill)
-	}
 	if err == nil {
 		return res, nil
 	}
@@ -123,6 +164,7 @@ func Run(ctx context.Context, name string, args []string, opts Options) (Result,
 		e.ExitCode = ee.ExitCode()
 		e.Signal = exitSignal(ee.ProcessState)
 	}
+	stopped := ee != nil && runCtx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 	switch {
 	case stopped && ctx.Err() != nil:
 		e.Err = ctx.Err()

@@ -201,6 +201,16 @@ func TestHelperHoldingPipesAfterExit(t *testing.T) {
 		t.Fatalf("stdout %q, want started", res.Stdout)
 	}
 	waitGone(t, readPID(t, pidfile))
+
+	// The same after a failure: the status is kept, the helper killed.
+	pidfile = filepath.Join(t.TempDir(), "pid")
+	name, args = sh(`sh -c 'trap "" TERM; echo $$ > ` + pidfile + `; exec sleep 60' & echo 'no such volume group' >&2; exit 5`)
+	_, err = command.Run(context.Background(), name, args, command.Options{Grace: 200 * time.Millisecond})
+	var e *command.Error
+	if !errors.As(err, &e) || e.ExitCode != 5 || e.Summary() != "no such volume group" {
+		t.Fatalf("got %v, want exit status 5 naming the cause", err)
+	}
+	waitGone(t, readPID(t, pidfile))
 }
 
 func TestOutputLimit(t *testing.T) {
