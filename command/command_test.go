@@ -194,8 +194,8 @@ func TestHelperHoldingPipesAfterExit(t *testing.T) {
 	pidfile := filepath.Join(t.TempDir(), "pid")
 	name, args := sh(`sh -c 'trap "" TERM; echo $$ > ` + pidfile + `; exec sleep 60' & echo started`)
 	res, err := command.Run(context.Background(), name, args, command.Options{Grace: 200 * time.Millisecond})
-	if !errors.Is(err, exec.ErrWaitDelay) {
-		t.Fatalf("got %v, want exec.ErrWaitDelay", err)
+	if !errors.Is(err, exec.ErrWaitDelay) || !strings.Contains(err.Error(), "held its output open") {
+		t.Fatalf("got %v, want exec.ErrWaitDelay saying a helper held the output", err)
 	}
 	if string(res.Stdout) != "started\n" {
 		t.Fatalf("stdout %q, want started", res.Stdout)
