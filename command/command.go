@@ -73,10 +73,14 @@ var errTimeout = errors.New("command timeout")
 // killed by a signal or outlived ctx or opts.Timeout, an *Error.
 //
 // When ctx ends or the timeout passes, the program's whole group gets
-// SIGTERM and, opts.Grace later, SIGKILL; Run returns once the program
-// has exited and its output pipes are closed or the grace has passed
-// again, having killed whatever of the group remained. A group member
-// that moved to a group or session of its own (a daemon) is not touched.
+// SIGTERM and, opts.Grace later, SIGKILL (the program itself, if still
+// running) and then SIGKILL again (the rest of its group). Once the
+// program has exited, its output gets opts.Grace to close; a process it
+// started that still holds it then dies with the group, and the pipes are
+// closed. A process that moved to a group or session of its own (a
+// daemon) is not signalled. So Run returns within about twice the grace
+// after ctx ends, and leaves nothing of the group running but what the
+// program started and let go of its output.
 func Run(ctx context.Context, name string, args []string, opts Options) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, &Error{Command: name, ExitCode: -1, Err: err}
