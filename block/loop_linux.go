@@ -189,11 +189,13 @@ func FindLoop(ctx context.Context, backingFile string) (dev string, ok bool, err
 // backing_file (the file's current path, followed through renames, never
 // truncated), offset and sizelimit — which no backing file system is
 // asked about, so a device whose backing file hangs (a FUSE server that
-// stopped answering) cannot hang the search. Only a device whose path,
-// offset and limit match is then confirmed with LOOP_GET_STATUS64 by the
-// file's device and inode number. The path compared is backingFile with
-// its symlinks resolved; a file attached through another path to it (a
-// second bind mount) is not found.
+// stopped answering) cannot hang the search. A candidate is then
+// confirmed with LOOP_GET_STATUS64 by the file's device and inode number.
+// The candidates are the devices whose path is backingFile's (symlinks
+// resolved); only when none is found, those whose file has the same base
+// name, for a file attached through another path to it (a second bind
+// mount, or a driver container before a restart, whose paths sysfs shows
+// as they were in its own mount namespace).
 func FindLoopAt(ctx context.Context, backingFile string, offset, sizeLimit int64) (dev string, ok bool, err error) {
 	if err := checkPath("backing file", backingFile); err != nil {
 		return "", false, err
@@ -213,6 +215,7 @@ func FindLoopAt(ctx context.Context, backingFile string, offset, sizeLimit int64
 	if err != nil {
 		return "", false, errorf(codes.Internal, err, "list block devices")
 	}
+	var sameName []string
 	for _, e := range entries {
 		name := e.Name()
 		if !strings.HasPrefix(name, "loop") {
@@ -222,22 +225,45 @@ func FindLoopAt(ctx context.Context, backingFile string, offset, sizeLimit int64
 			return "", false, ctxError(err, "find loop device for %s", backingFile)
 		}
 		sys := "/sys/block/" + name + "/loop/"
-		if b, err := os.ReadFile(sys + "backing_file"); err != nil || strings.TrimSuffix(string(b), "\n") != resolved {
-			continue // not attached, or to another file
+		b, err := os.ReadFile(sys + "backing_file")
+		if err != nil {
+			continue // not attached
+		}
+		path := strings.TrimSuffix(string(b), "\n")
+		if path != resolved && filepath.Base(path) != filepath.Base(resolved) {
+			continue
 		}
 		if sysfsInt(sys+"offset") != offset || sysfsInt(sys+"sizelimit") != sizeLimit {
 			continue
 		}
-		info, err := loopStatus("/dev/" + name)
-		if err != nil {
-			continue // detached meanwhile, or no node in /dev
+		if path != resolved {
+			sameName = append(sameName, name)
+			continue
 		}
-		if info.Inode == st.Ino && decodeDev(info.Device) == [2]uint32{unix.Major(st.Dev), unix.Minor(st.Dev)} &&
-			info.Offset == uint64(offset) && info.Sizelimit == uint64(sizeLimit) {
+		if isLoopOf(name, &st, offset, sizeLimit) {
+			return "/dev/" + name, true, nil
+		}
+	}
+	for _, name := range sameName {
+		if err := ctx.Err(); err != nil {
+			return "", false, ctxError(err, "find loop device for %s", backingFile)
+		}
+		if isLoopOf(name, &st, offset, sizeLimit) {
 			return "/dev/" + name, true, nil
 		}
 	}
 	return "", false, nil
+}
+
+// isLoopOf asks the kernel whether loop device name is attached to the
+// file st describes, at offset with sizeLimit.
+func isLoopOf(name string, st *unix.Stat_t, offset, sizeLimit int64) bool {
+	info, err := loopStatus("/dev/" + name)
+	if err != nil {
+		return false // detached meanwhile, or no node in /dev
+	}
+	return info.Inode == st.Ino && decodeDev(info.Device) == [2]uint32{unix.Major(st.Dev), unix.Minor(st.Dev)} &&
+		info.Offset == uint64(offset) && info.Sizelimit == uint64(sizeLimit)
 }
 
 // sysfsInt reads a number from a sysfs file, -1 when it cannot.
