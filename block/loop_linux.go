@@ -15,6 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	mountutils "k8s.io/mount-utils"
+
+	"github.com/csikit/csikit/internal/mountpoint"
 )
 
 // loopSetDirectIO is LOOP_SET_DIRECT_IO, used only on kernels without
@@ -321,6 +323,16 @@ func DetachLoop(ctx context.Context, dev string) error {
 	if err := checkLoopPath(dev); err != nil {
 		return err
 	}
+	// A device node bound onto a file (a published raw block volume,
+	// MountBlock) does not open the device, so the kernel would detach
+	// it from under the pod without a word.
+	if targets, err := bindTargets(dev); err != nil {
+		return errorf(codes.Internal, err, "detach %s: looking for bind mounts of it", dev)
+	} else if len(targets) > 0 {
+		return errorf(codes.FailedPrecondition, nil,
+			"loop device %s is bound onto %s (a published block volume): not detached; unpublish it first",
+			dev, strings.Join(targets, ", "))
+	}
 	deadline := time.Now().Add(DetachRetryWindow)
 	delay := 10 * time.Millisecond
 	for {
@@ -484,4 +496,36 @@ func checkLoopPath(dev string) error {
 		return errorf(codes.InvalidArgument, nil, "%q is not a loop device path, want /dev/loopN", dev)
 	}
 	return nil
+}
+
+// bindTargets returns where the device node dev is bind-mounted as a
+// file. Only mounts of a single file (Root other than "/") of a devtmpfs
+// or tmpfs (where device nodes live: /dev on a host or in a container)
+// are stat'ed, so a hung network or FUSE mount is never touched.
+func bindTargets(dev string) ([]string, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(dev, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFBLK {
+		return nil, nil
+	}
+	entries, err := mountpoint.List()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if e.Root == "/" || (e.FSType != "devtmpfs" && e.FSType != "tmpfs") {
+			continue
+		}
+		var t unix.Stat_t
+		if unix.Stat(e.Point, &t) == nil && t.Mode&unix.S_IFMT == unix.S_IFBLK && t.Rdev == st.Rdev {
+			out = append(out, e.Point)
+		}
+	}
+	return out, nil
 }
