@@ -4,6 +4,7 @@ package main_test
 
 import (
 	"encoding/json"
+	"os/exec"
 	"strings"
 	"testing"
 )
@@ -165,6 +166,11 @@ func TestHelpReadsLikeAManualPage(t *testing.T) {
 		if !strings.Contains(r.stdout, "Node.NodeGetInfo") || !strings.Contains(r.stdout, "secrets-file") {
 			t.Errorf("completion %s: got no method or option names:\n%s", sh, r.stdout)
 		}
+	}
+	// The bash script parses.
+	bash := csikit(t, "completion", "bash").want(t, 0)
+	if out, err := exec.Command("bash", "-n", "-c", bash.stdout).CombinedOutput(); err != nil {
+		t.Errorf("bash -n on the completion script: %v\n%s", err, out)
 	}
 	csikit(t, "completion", "tcsh").want(t, 2)
 }

@@ -169,6 +169,7 @@ func runSanity(e *env, cc childConfig, o sanityRun) int {
 	}
 	cmd := exec.CommandContext(e.ctx, self, args...)
 	cmd.Env = append(os.Environ(), sanityChildEnv+"="+path)
+	cmd.SysProcAttr = childAttr() // the child dies with csikit (Linux)
 	cmd.Stderr = e.stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {

@@ -91,7 +91,7 @@ func (f *sanityFlags) add(fs *flag.FlagSet) {
 	fs.IntVar(&f.concurrency, "concurrency", 0, "goroutines of the concurrency cases (default 8)")
 	fs.BoolVar(&f.attachLimit, "test-attach-limit", false, "publish volumes up to max_volumes_per_node and expect the next ControllerPublishVolume to fail")
 	fs.StringVar(&f.baseDir, "base-dir", "", "`DIR` for staging and target paths, seen under the same path by the driver (default a new temporary directory)")
-	fs.Var(f.skip, "skip-case", "skip the case `PATH=REASON` (a case path, or a prefix ending in /, e.g. mount/Restart/=no restart) (repeatable)")
+	fs.Var(f.skip, "skip-case", "`PATH=REASON`: skip the case at PATH, or every case below a PATH ending in / (e.g. mount/Restart/=no restart), reporting REASON (repeatable)")
 	fs.StringVar(&f.driverLog, "driver-log", "", "`FILE` the driver logs to, searched for secret values (without it the SecretLogs log case is skipped)")
 	fs.StringVar(&f.restartCommand, "restart-command", "", "shell `COMMAND` that restarts the driver on its state, for the Restart area (without it the area is skipped)")
 }
