@@ -185,6 +185,15 @@ func runSanity(e *env, cc childConfig, o sanityRun) int {
 	rep.read(out, e.stdout, o.quiet)
 	waitErr := cmd.Wait()
 	rep.elapsed = time.Since(start)
+	// What the run itself reported (it could not reach the driver, or a
+	// case panicked) belongs to no case: print it.
+	if root := rep.cases[rootTest]; root != nil && root.outcome != "PASS" {
+		for _, l := range strings.Split(root.output.String(), "\n") {
+			if l = firstMessage(l); l != "" && (rep.tally == "" || l != "sanity: "+rep.tally) {
+				fmt.Fprintf(e.stderr, "csikit: %s\n", l)
+			}
+		}
+	}
 	if o.junit != "" {
 		if err := rep.writeJUnit(o.junit); err != nil {
 			e.errorf("sanity: writing the JUnit report: %v", err)
