@@ -19,9 +19,11 @@ const PythonEnv = "CSIKIT_PYTHON_DRIVER"
 
 // TestPythonDriver runs csikit sanity against examples/python, a CSI
 // driver written in Python with stubs generated from the spec's
-// csi.proto: every case it can serve passes, and with its planted bug
+// csi.proto: every case it can serve passes, and with either planted bug
 // (NodeUnpublishVolume answering NotFound for a target that is not
-// published) the run fails, naming the cases and the rule.
+// published; DeleteVolume leaving the volume's directory behind, which
+// --backend-objects-command shows) the run fails, naming the cases and
+// the rule.
 func TestPythonDriver(t *testing.T) {
 	if os.Getenv(PythonEnv) == "" {
 		t.Skip("opt-in: set " + PythonEnv + "=1 (root, python3-grpcio, python3-grpc-tools, python3-protobuf; make python-sanity does)")
@@ -44,17 +46,23 @@ func TestPythonDriver(t *testing.T) {
 		fails     []string
 	}{
 		{"correct", "", 0, nil},
-		{"planted_bug", "unpublish-notfound", 1, []string{
+		{"unpublish_notfound", "unpublish-notfound", 1, []string{
 			"FAIL  mount/Node/NodeUnpublishVolume/not_published",
 			"FAIL  mount/Node/lifecycle/idempotent",
 			"rule: CSI v1.14 NodeUnpublishVolume: a volume not published at target_path counts as unpublished → OK",
 		}},
+		{"delete_leaks", "delete-leaks", 1, []string{
+			"FAIL  mount/Controller/CreateVolume/with_capacity",
+			`backend object(s) left by the case after its cleanup deleted what it created: "pyvol-`,
+		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
+			state := t.TempDir()
 			d := startScripted(t, []string{"CSI_PY_BUG=" + c.bug}, filepath.Join(dir, "csi_driver.py"),
-				"--nodeid", "py-node", "--state-dir", t.TempDir(), "--stubs", stubs)
+				"--nodeid", "py-node", "--state-dir", state, "--stubs", stubs)
 			junit := filepath.Join(t.TempDir(), "report.xml")
 			r := csikit(t, "sanity", d.endpoint, "--driver-log", d.log, "--restart-command", "sh "+d.script,
+				"--backend-objects-command", "ls -1 "+filepath.Join(state, "volumes"),
 				"--secrets-file", secretsFile(t), "--junit", junit)
 			pass, fail, skip := tally(t, r)
 			t.Logf("csikit sanity against the Python driver (%s): %d passed, %d failed, %d skipped", c.name, pass, fail, skip)

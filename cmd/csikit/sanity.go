@@ -55,11 +55,14 @@ file whose fields are the options' names in lowerCamelCase: accessType,
 areas, fsType, volumeSize, expandSize, parameters, snapshotParameters,
 mutableParameters, secrets, unsupportedAccessModes, callTimeout,
 idempotentCount, concurrency, testAttachLimit, baseDir, skip, driverLog,
-restartCommand) and then from the options, which win.
+restartCommand, backendObjectsCommand) and then from the options, which
+win.
 
 Areas a driver does not advertise the capabilities for skip themselves
 with the reason. Without --restart-command the Restart area is skipped,
-and without --driver-log the search of the driver's log for secrets.
+without --driver-log the search of the driver's log for secrets, and
+without --backend-objects-command the check that no case leaves a
+volume, snapshot or record behind in the driver's backend.
 
 Each case's result is printed as it finishes (PASS, FAIL with its
 message, SKIP with the reason; --quiet prints failures only), then the
