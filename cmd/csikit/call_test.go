@@ -4,7 +4,9 @@ package main_test
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -105,6 +107,36 @@ func TestCallRedactsOwnErrors(t *testing.T) {
 		"--secret", "k=top-secret-value").want(t, 2)
 	if strings.Contains(r.stderr, "top-secret-value") || !strings.Contains(r.stderr, `unknown field "***stripped***"`) {
 		t.Errorf("got stderr %q, want the secret redacted from the parse error", r.stderr)
+	}
+}
+
+// TestCallTCP: a tcp:// endpoint works like a socket.
+func TestCallTCP(t *testing.T) {
+	ep := servePlantedTCP(t)
+	if info := csikit(t, "call", ep, "GetPluginInfo").want(t, 0).object(t); info["name"] != "planted.csikit.dev" {
+		t.Errorf("got %v, want name planted.csikit.dev", info)
+	}
+	csikit(t, "caps", ep).want(t, 1) // the planted mismatches, over TCP
+}
+
+// TestCallBadSecretsFiles: a secrets file that is not a map of strings
+// is refused, and the message quotes no value from it.
+func TestCallBadSecretsFiles(t *testing.T) {
+	for name, body := range map[string]string{
+		"not YAML":   "password: \"unterminated-secret-value\n",
+		"not a map":  "- list-secret-value\n",
+		"not string": "port: 123456789\nok: fine-secret-value\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "secrets.yaml")
+			if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			r := csikit(t, "call", "unix:///nonexistent/csi.sock", "Controller.DeleteVolume", `{"volumeId":"v"}`, "--secrets-file", p).want(t, 2)
+			if !strings.Contains(r.stderr, "secrets file") || strings.Contains(r.stderr, "secret-value") || strings.Contains(r.stderr, "123456789") {
+				t.Errorf("got stderr %q, want the file refused without its values", r.stderr)
+			}
+		})
 	}
 }
 
