@@ -264,7 +264,9 @@ def main():
     else:
         server.add_insecure_port(a.endpoint[len("tcp://"):])
     server.start()
-    log.info("serving %s on %s (planted bug: %s)", a.driver_name, a.endpoint, d.bug or "none")
+    from google.protobuf.internal import api_implementation
+    log.info("serving %s on %s (protobuf %s implementation; planted bug: %s)",
+             a.driver_name, a.endpoint, api_implementation.Type(), d.bug or "none")
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())
