@@ -17,6 +17,7 @@ import (
 	mountutils "k8s.io/mount-utils"
 
 	"github.com/csikit/csikit/block"
+	"github.com/csikit/csikit/fstree"
 	"github.com/csikit/csikit/health"
 	"github.com/csikit/csikit/k8s/keys"
 	"github.com/csikit/csikit/mount"
@@ -369,12 +370,36 @@ func (d *Driver) NodeUnpublishVolume(ctx context.Context, r *csi.NodeUnpublishVo
 }
 
 // NodeGetVolumeStats reports usage: statfs for filesystems, the device
-// size for block volumes.
+// size for block volumes; a directory volume without a quota counts its
+// own tree as used.
 func (d *Driver) NodeGetVolumeStats(ctx context.Context, r *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
-	if _, err := d.lookup(r.GetVolumeId()); err != nil {
+	v, err := d.lookup(r.GetVolumeId())
+	if err != nil {
 		return nil, err
 	}
-	return stats.VolumeStats(ctx, r.GetVolumePath())
+	resp, err := stats.VolumeStats(ctx, r.GetVolumePath())
+	if err != nil || v.Kind != kindDir || d.quotas {
+		return resp, err
+	}
+	// A directory volume without a project quota is a directory of the
+	// state directory's filesystem: statfs gives that filesystem's size
+	// and free space, and used bytes of everything on it. Used is the
+	// volume's own tree (fstree.Usage: allocated blocks, no symlinks
+	// followed, no mounts crossed), so it tracks the volume's writes and
+	// nobody else's.
+	u, err := fstree.Usage(ctx, d.volumeDir(v.ID))
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range resp.GetUsage() {
+		if e.GetUnit() == csi.VolumeUsage_BYTES {
+			e.Used, e.Available = u.Bytes, max(0, min(e.GetAvailable(), e.GetTotal()-u.Bytes))
+		}
+		if e.GetUnit() == csi.VolumeUsage_INODES {
+			e.Used, e.Available = u.Inodes, max(0, min(e.GetAvailable(), e.GetTotal()-u.Inodes))
+		}
+	}
+	return resp, nil
 }
 
 // NodeGetVolumeHealth reports abnormal conditions of the volume's paths
