@@ -1,6 +1,9 @@
 package csikit_test
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -101,7 +104,8 @@ func (r *releaseRepo) refuses(want string, args ...string) {
 // TestReleaseScript prepares and tags a release of a throwaway repository,
 // and checks each refusal: a dirty tree, a malformed or major-2 version, a
 // tag before prepare (no CHANGELOG section), nested requires that do not
-// match the version, and a tag that exists.
+// match the version, a nested go.sum without the required go.mod hash, and
+// a tag that exists.
 func TestReleaseScript(t *testing.T) {
 	r := newReleaseRepo(t)
 
@@ -151,6 +155,28 @@ func TestReleaseScript(t *testing.T) {
 	if un < 0 || !(un < rel && rel < entry && entry < old) {
 		t.Errorf("CHANGELOG.md after prepare: want Unreleased (empty), then 0.2.0 with the entry, then 0.1.0:\n%s", cl)
 	}
+
+	// sub/go.sum holds the root's go.mod hash at v0.2.0, as Go computes it
+	// (h1: SHA-256 of "<sha256 hex>  go.mod\n"), for a module cache where
+	// go.sum is read-only.
+	sum := sha256.Sum256([]byte(r.read("go.mod")))
+	h1 := sha256.Sum256([]byte(fmt.Sprintf("%x  go.mod\n", sum)))
+	line := "github.com/csikit/csikit v0.2.0/go.mod h1:" + base64.StdEncoding.EncodeToString(h1[:])
+	if s := r.read("sub/go.sum"); !strings.Contains(s, line+"\n") {
+		t.Errorf("sub/go.sum after prepare:\n%s\nwant the line %s", s, line)
+	}
+	if _, err := os.Stat(filepath.Join(r.dir, "tools/go.sum")); err == nil {
+		t.Errorf("prepare wrote tools/go.sum (an unreleased module)")
+	}
+	if err := os.WriteFile(filepath.Join(r.dir, "sub/go.sum"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r.git("commit", "-q", "-a", "-m", "lose the sum")
+	r.refuses("sub/go.sum lacks (or has a stale) github.com/csikit/csikit v0.2.0/go.mod hash", "tag", "v0.2.0")
+	if out, ok := r.release("sums", "v0.2.0"); !ok || !strings.Contains(r.read("sub/go.sum"), line+"\n") {
+		t.Fatalf("sums v0.2.0: %s\nsub/go.sum:\n%s", out, r.read("sub/go.sum"))
+	}
+	r.git("commit", "-q", "-a", "-m", "sums")
 
 	if out, ok := r.release("tag", "v0.2.0"); !ok {
 		t.Fatalf("tag v0.2.0: %s", out)

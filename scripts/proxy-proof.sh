@@ -129,6 +129,16 @@ if grep -q '^replace\|^	github.com/csikit/.* =>' go.mod; then
 	echo "proxy-proof: the vendor's go.mod needed a replace:"; cat go.mod; exit 1
 fi
 grep 'github.com/csikit/' go.mod
+# sanity/kube builds the Kubernetes binaries of its tool block in its own
+# directory, here the module cache, as the main module (its k8s.io replaces
+# apply there): every package of that build must resolve, with go.sum as
+# released (the cache is read-only).
+say "sanity/kube's tool block resolves in the module cache"
+kdir=$(go list -m -f '{{.Dir}}' github.com/csikit/csikit/sanity/kube)
+tools=$(cd "$kdir" && go mod edit -json | sed -n 's/^.*"Path": "\(.*\)".*$/\1/p' | grep -v '^github.com/csikit/csikit' | sort -u)
+(cd "$kdir" && GOFLAGS=-mod=readonly go list -deps $tools >/dev/null)
+echo "sanity/kube@$version: $(echo $tools | wc -w) tools resolve in $kdir"
+
 say "build and vet (-tags pacific: examples/rbd's driver package)"
 go build -tags pacific ./...
 go vet -tags pacific ./...

@@ -9,11 +9,14 @@
 #                                       commit "release: vX.Y.Z"
 #   scripts/release.sh tag vX.Y.Z       tag that commit vX.Y.Z and
 #                                       <dir>/vX.Y.Z for every nested module
+#   scripts/release.sh sums vX.Y.Z      write into each nested module's go.sum
+#                                       the go.mod hash of each csikit module
+#                                       it requires at vX.Y.Z (prepare does)
 #   scripts/release.sh modules          list the released modules (dir, path)
 #
 # Both refuse a dirty tree; tag refuses a version some nested module does
-# not require its csikit modules at, one CHANGELOG.md does not release, and
-# a tag that exists. Push the tags it prints with `git push origin TAG...`.
+# not require its csikit modules at (or whose go.sum lacks their go.mod
+# hashes), one CHANGELOG.md does not release, and a tag that exists. Push the tags it prints with `git push origin TAG...`.
 #
 # The modules are found, not listed: every go.mod below the repository root
 # outside testdata and hidden directories, except one whose go.mod has the
@@ -48,6 +51,39 @@ work_replaces() {
 	[ -f go.work ] || return 0
 	awk '$1 == "replace" && $3 ~ /^v/ {print $2, $3}
 		$2 ~ /^v/ && $3 == "=>" {print $1, $2}' go.work
+}
+
+# modsum FILE prints the go.sum hash of a go.mod file (h1: the SHA-256 of
+# the line "<sha256 of the file>  go.mod", in base64).
+modsum() {
+	local s x
+	s=$(sha256sum <"$1" | cut -d' ' -f1)
+	x=$(printf '%s  go.mod\n' "$s" | sha256sum | cut -d' ' -f1 | sed 's/../\\x&/g')
+	echo "h1:$(printf '%b' "$x" | base64)"
+}
+
+# sums V writes, in each nested module's go.sum, the go.mod hash of every
+# csikit module it requires at V. In the tree the workspace needs none;
+# in a vendor's module cache, where sanity/kube builds its tool block with
+# itself as the main module and go.sum read-only, they must be there.
+sums() {
+	local v=$1 dir path p ver line f
+	local mods; mods=$(modules)
+	local paths; paths=$(awk '{print $2}' <<<"$mods")
+	declare -A dirof=()
+	while read -r dir path; do dirof[$path]=$dir; done <<<"$mods"
+	while read -r dir path; do
+		[ "$dir" = . ] && continue
+		for p in $paths; do
+			[ "$(required "$dir/go.mod" "$p")" = "$v" ] || continue
+			line="$p $v/go.mod $(modsum "${dirof[$p]}/go.mod")"
+			f="$dir/go.sum"
+			touch "$f"
+			grep -qxF "$line" "$f" && continue
+			{ grep -vF "$p $v/go.mod " "$f" || true; echo "$line"; } >"$f.new"
+			mv "$f.new" "$f"
+		done
+	done <<<"$mods"
 }
 
 check_version() {
@@ -92,9 +128,11 @@ prepare() {
 			[ -n "${wanted[$path]:-}" ] && go work edit -replace="$path@$v=./${dir#.}" go.work
 		done <<<"$mods"
 	fi
+	sums "$v"
 	date=$(date -u +%Y-%m-%d)
 	awk -v h="## [${v#v}] - $date" '{print} $0 == "## [Unreleased]" {print ""; print h}' CHANGELOG.md >CHANGELOG.md.new
 	mv CHANGELOG.md.new CHANGELOG.md
+	git add -A
 	git commit -q -a -m "release: $v" -m "Every nested module requires the csikit modules at $v; CHANGELOG.md's
 Unreleased entries are now $v's. Tag with: scripts/release.sh tag $v"
 	echo "release: committed 'release: $v' ($(git rev-parse --short HEAD)); next: scripts/release.sh tag $v"
@@ -115,6 +153,18 @@ tag() {
 			[ -z "$ver" ] || [ "$ver" = "$v" ] || bad+=("$dir/go.mod requires $p $ver")
 		done
 	done <<<"$mods"
+	if [ ${#bad[@]} -eq 0 ]; then
+		declare -A dirof=()
+		while read -r dir path; do dirof[$path]=$dir; done <<<"$mods"
+		while read -r dir path; do
+			[ "$dir" = . ] && continue
+			for p in $paths; do
+				[ "$(required "$dir/go.mod" "$p")" = "$v" ] || continue
+				grep -qxF "$p $v/go.mod $(modsum "${dirof[$p]}/go.mod")" "$dir/go.sum" 2>/dev/null ||
+					bad+=("$dir/go.sum lacks (or has a stale) $p $v/go.mod hash: run scripts/release.sh sums $v and commit")
+			done
+		done <<<"$mods"
+	fi
 	while read -r p ver; do
 		[ -n "$p" ] && grep -qx "$p" <<<"$paths" && [ "$ver" != "$v" ] && bad+=("go.work replaces $p $ver")
 	done < <(work_replaces)
@@ -135,6 +185,7 @@ tag() {
 case "${1:-}" in
 prepare) [ $# -eq 2 ] || die "usage: $0 prepare vX.Y.Z"; prepare "$2" ;;
 tag) [ $# -eq 2 ] || die "usage: $0 tag vX.Y.Z"; tag "$2" ;;
+sums) [ $# -eq 2 ] || die "usage: $0 sums vX.Y.Z"; check_version "$2"; sums "$2" ;;
 modules) modules ;;
-*) die "usage: $0 prepare|tag vX.Y.Z, or $0 modules" ;;
+*) die "usage: $0 prepare|tag|sums vX.Y.Z, or $0 modules" ;;
 esac
