@@ -135,7 +135,7 @@ grep 'github.com/csikit/' go.mod
 # released (the cache is read-only).
 say "sanity/kube's tool block resolves in the module cache"
 kdir=$(go list -m -f '{{.Dir}}' github.com/csikit/csikit/sanity/kube)
-tools=$(cd "$kdir" && go mod edit -json | sed -n 's/^.*"Path": "\(.*\)".*$/\1/p' | grep -v '^github.com/csikit/csikit' | sort -u)
+tools=$(awk '/^tool \(/ {t = 1; next} t && /^\)/ {t = 0} t {print $1} $1 == "tool" && $2 != "(" {print $2}' "$kdir/go.mod")
 (cd "$kdir" && GOFLAGS=-mod=readonly go list -deps $tools >/dev/null)
 echo "sanity/kube@$version: $(echo $tools | wc -w) tools resolve in $kdir"
 
