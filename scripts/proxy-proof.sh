@@ -18,7 +18,10 @@
 #     creates a vendor module that imports the root, sanity, sanity/kube and
 #     examples/rbd/driver, with no replace directive, runs go mod tidy, builds,
 #     vets, and runs the sanity harness by endpoint against examples/tmpfs
-#     built from the module cache.
+#     built from the module cache; checks that sanity/kube's tool block
+#     resolves in the module cache, and gets the kubelet mode's container
+#     runtime from sanity/kube/runtime there (built, or reused from the user
+#     cache when sanity/kube's CI built the same go.mod and go.sum).
 #
 # csikit's modules are removed from the module cache before and after, so
 # that a stale copy of the CI version can never stand in for the proxy's.
@@ -92,14 +95,35 @@ cat >"$tmp/vendor/sanity_test.go" <<'GO'
 package vendordriver_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/csikit/csikit/csitest"
 	"github.com/csikit/csikit/sanity"
+	"github.com/csikit/csikit/sanity/kube"
 )
+
+// TestKubeRuntimeFromModuleCache: the kubelet mode's container runtime is
+// built from sanity/kube/runtime at sanity/kube's version, a module apart
+// in the module cache (reused from the user cache when its go.mod and
+// go.sum were built before, as sanity/kube's CI builds the same ones).
+func TestKubeRuntimeFromModuleCache(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	start := time.Now()
+	dir, err := kube.EnsureRuntimeBinaries(ctx, kube.BuildOptions{Log: t.Logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := kube.MissingRuntimeBinaries(dir); len(m) > 0 {
+		t.Fatalf("%s lacks %v", dir, m)
+	}
+	t.Logf("container runtime binaries in %s (%v)", dir, time.Since(start).Round(time.Second))
+}
 
 // TestSanityTmpfs runs the harness by endpoint against examples/tmpfs,
 // built from the module cache.
@@ -142,8 +166,10 @@ echo "sanity/kube@$version: $(echo $tools | wc -w) tools resolve in $kdir"
 say "build and vet (-tags pacific: examples/rbd's driver package)"
 go build -tags pacific ./...
 go vet -tags pacific ./...
-say "sanity by endpoint against examples/tmpfs from the module cache"
-out=$(go test -tags pacific -count=1 -v -run '^TestSanityTmpfs$' . 2>&1) || { echo "$out" | tail -60; exit 1; }
-echo "$out" | grep -E 'sanity: [0-9]+ passed|^--- |^ok' || true
-echo "$out" | grep -q -- '--- PASS: TestSanityTmpfs' || { echo "$out" | tail -60; echo "proxy-proof: TestSanityTmpfs did not pass"; exit 1; }
+say "sanity by endpoint against examples/tmpfs, and sanity/kube's container runtime, from the module cache"
+out=$(go test -tags pacific -count=1 -v -timeout 25m -run '^(TestSanityTmpfs|TestKubeRuntimeFromModuleCache)$' . 2>&1) || { echo "$out" | tail -60; exit 1; }
+echo "$out" | grep -E 'sanity: [0-9]+ passed|runtime binaries in|^--- |^ok' || true
+for t in TestSanityTmpfs TestKubeRuntimeFromModuleCache; do
+	echo "$out" | grep -q -- "--- PASS: $t" || { echo "$out" | tail -60; echo "proxy-proof: $t did not pass"; exit 1; }
+done
 say "done: every released module resolved from the proxy at $version"
