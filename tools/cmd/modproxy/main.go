@@ -4,9 +4,13 @@
 // made from the tag's tree, as a proxy makes it from the repository) and the
 // version list.
 //
-//	modproxy -repo DIR -version vX.Y.Z -out PROXYDIR
+//	modproxy -repo DIR -version vX.Y.Z -out PROXYDIR [-worktree]
 //
-// Use it as GOPROXY=file://PROXYDIR (scripts/proxy-proof.sh does).
+// Use it as GOPROXY=file://PROXYDIR (scripts/proxy-proof.sh does). With
+// -worktree the modules are served from the work tree as it is, under
+// the version given, with no tag: scripts/gomod.sh uses it to run go mod
+// tidy or go get in a nested module before its required release is
+// published.
 package main
 
 import (
@@ -31,11 +35,13 @@ func main() {
 	repo := flag.String("repo", ".", "the repository (a git work tree) whose modules are served")
 	version := flag.String("version", "", "the version to serve, tagged vX.Y.Z and <dir>/vX.Y.Z")
 	out := flag.String("out", "", "the proxy directory to write")
+	worktree := flag.Bool("worktree", false, "serve the work tree as it is, not the tags")
 	flag.Parse()
 	if *version == "" || *out == "" {
 		flag.Usage()
 		os.Exit(2)
 	}
+	fromTree = *worktree
 	if err := run(*repo, *version, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "modproxy:", err)
 		os.Exit(1)
@@ -58,13 +64,32 @@ func run(repo, version, out string) error {
 		if err := write(repo, m, version, out); err != nil {
 			return fmt.Errorf("%s@%s: %w", m.Path, version, err)
 		}
-		fmt.Printf("modproxy: %s@%s (tag %s%s)\n", m.Path, version, m.TagPrefix(), version)
+		from := "tag " + m.TagPrefix() + version
+		if fromTree {
+			from = "work tree " + m.Dir
+		}
+		fmt.Printf("modproxy: %s@%s (%s)\n", m.Path, version, from)
 	}
 	return nil
 }
 
+// fromTree makes write serve the work tree instead of the tags.
+var fromTree bool
+
 // write puts m at version into the proxy directory out.
 func write(repo string, m modules.Module, version, out string) error {
+	if fromTree {
+		dir := filepath.Join(repo, filepath.FromSlash(m.Dir))
+		modFile, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err != nil {
+			return err
+		}
+		var zbuf bytes.Buffer
+		if err := zip.CreateFromDir(&zbuf, module.Version{Path: m.Path, Version: version}, dir); err != nil {
+			return err
+		}
+		return put(out, m, version, time.Now(), modFile, zbuf.Bytes())
+	}
 	tag := m.TagPrefix() + version
 	rev, err := git(repo, "rev-parse", "--verify", "refs/tags/"+tag+"^{commit}")
 	if err != nil {
@@ -87,6 +112,16 @@ func write(repo string, m modules.Module, version, out string) error {
 	if err != nil {
 		return err
 	}
+	var zbuf bytes.Buffer
+	if err := zip.CreateFromVCS(&zbuf, module.Version{Path: m.Path, Version: version}, repo, rev, subdir); err != nil {
+		return err
+	}
+	return put(out, m, version, when, []byte(modFile), zbuf.Bytes())
+}
+
+// put writes m's .info, .mod and .zip at version into the proxy directory
+// out and adds version to its list.
+func put(out string, m modules.Module, version string, when time.Time, modFile, zipData []byte) error {
 	esc, err := module.EscapePath(m.Path)
 	if err != nil {
 		return err
@@ -99,10 +134,6 @@ func write(repo string, m modules.Module, version, out string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	var zbuf bytes.Buffer
-	if err := zip.CreateFromVCS(&zbuf, module.Version{Path: m.Path, Version: version}, repo, rev, subdir); err != nil {
-		return err
-	}
 	info, err := json.Marshal(struct {
 		Version string
 		Time    time.Time
@@ -112,8 +143,8 @@ func write(repo string, m modules.Module, version, out string) error {
 	}
 	for name, data := range map[string][]byte{
 		escVer + ".info": info,
-		escVer + ".mod":  []byte(modFile),
-		escVer + ".zip":  zbuf.Bytes(),
+		escVer + ".mod":  modFile,
+		escVer + ".zip":  zipData,
 	} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 			return err

@@ -96,4 +96,29 @@ func TestProxyFromTags(t *testing.T) {
 	if err := run(repo, "v0.4.0", t.TempDir()); err == nil || !strings.Contains(err.Error(), "no tag v0.4.0") {
 		t.Errorf("a version with no tag: %v, want the missing tag named", err)
 	}
+
+	// -worktree: the tree as it is, under a version with no tag.
+	fromTree = true
+	defer func() { fromTree = false }()
+	wt := t.TempDir()
+	if err := run(repo, "v0.5.0", wt); err != nil {
+		t.Fatal(err)
+	}
+	m := module.Version{Path: "example.com/Root", Version: "v0.5.0"}
+	zipPath := filepath.Join(wt, "example.com", "!root", "@v", "v0.5.0.zip")
+	if _, err := modzip.CheckZip(m, zipPath); err != nil {
+		t.Fatal(err)
+	}
+	zt, err := zip.OpenReader(zipPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zt.Close()
+	ft, err := zt.Open("example.com/Root@v0.5.0/r.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(ft); err != nil || !strings.Contains(string(b), "const After") {
+		t.Errorf("-worktree r.go = %q, %v; want the work tree's", b, err)
+	}
 }
