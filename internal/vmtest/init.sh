@@ -28,8 +28,8 @@ fi
 $B mount -t cgroup2 cgroup2 $R/sys/fs/cgroup 2>/dev/null
 $B ip link set lo up 2>/dev/null || $B ifconfig lo 127.0.0.1 up
 $B hostname vmtest
-$B chroot $R /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-	HOME=/root TMPDIR=/run/tmp CSIKIT_VMTEST_AGENT="$PORT" "$AGENT"
-echo "vmtest: agent exited ($?)"
-$B sync
-$B poweroff -f
+# switch_root, not chroot: a chrooted process may not create user
+# namespaces. PID 1 is then the host's sh, which powers off when the agent
+# exits.
+exec $B switch_root $R /bin/sh -c "/usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+	HOME=/root TMPDIR=/run/tmp CSIKIT_VMTEST_AGENT=$PORT '$AGENT'; echo 'vmtest: agent exited'; sync; '$BUSYBOX' poweroff -f"

@@ -275,8 +275,8 @@ func (v *VM) boot(ctx context.Context, exe string) error {
 	}
 	_ = os.Chmod(v.dir, 0o755)
 	_ = os.Chmod(v.scratch, 0o1777)
-	conf := fmt.Sprintf("AGENT='%s'\nSCRATCH='%s'\nPORT=vmtest\n", exe, v.scratch)
-	if strings.ContainsAny(exe+v.scratch, "'\n") {
+	conf := fmt.Sprintf("AGENT='%s'\nSCRATCH='%s'\nBUSYBOX='%s'\nPORT=vmtest\n", exe, v.scratch, v.Lane.Busybox)
+	if strings.ContainsAny(exe+v.scratch+v.Lane.Busybox, "'\"$`\\\n") {
 		return fmt.Errorf("vmtest: paths with quotes or newlines: %q, %q", exe, v.scratch)
 	}
 	initrd := filepath.Join(v.dir, "initrd.gz")
