@@ -25,6 +25,7 @@ import (
 	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/examples/hostpath/driver"
 	"github.com/csikit/csikit/fstree"
+	"github.com/csikit/csikit/internal/vmtest"
 )
 
 // The crash child: the test binary re-executed with these variables set
@@ -41,8 +42,12 @@ func TestMain(m *testing.M) {
 		crashChild()
 		return
 	}
-	os.Exit(m.Run())
+	os.Exit(vmtest.Main(m)) // powers off the VM the tests that need one share
 }
+
+// vmOptions is the VM of the tests that need Debian's kernel: project
+// quotas, ext4 and xfs grown online (vmtest).
+var vmOptions = vmtest.Options{Modules: []string{"loop", "xfs", "ext4", "quota_v2"}}
 
 // crashChild serves the driver as serve does, counting Step calls, and
 // kills itself with SIGKILL — no cleanup, no flush — at the N-th. It
