@@ -16,8 +16,10 @@
 // fake mount/mounttest), block, fstree and quota, and caps tells which
 // Linux capabilities the process has (online growth needs one); NodeGetVolumeStats
 // answers are built by stats, volume-health entries by health, and
-// Prometheus metrics with /metrics and /healthz are served by metrics.
-// runner runs a driver's parts under one context, capacity turns a
+// Prometheus metrics (the /metrics handler) by metrics. runner runs a
+// driver's parts under one context (runner.NewDriver: the CSI server,
+// kubelet registration, the sweep, and one HTTP server for /metrics and
+// the named checks of /healthz and /readyz), capacity turns a
 // CapacityRange into a size, topology selects accessible topology, the k8s
 // packages (k8s/registration, k8s/keys, k8s/csidriver) speak Kubernetes'
 // conventions, csitest serves a driver in-process or runs its binary for its tests, and
