@@ -18,6 +18,7 @@ import (
 	"github.com/csikit/csikit/csi/requestid"
 	"github.com/csikit/csikit/csi/validation"
 	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/locks"
 	"github.com/csikit/csikit/metrics"
 	"github.com/csikit/csikit/topology"
 )
@@ -152,13 +153,13 @@ func (s *Server) Serves(fullMethod string) bool { return s.served[fullMethod] }
 func (s *Server) GRPCServer() *grpc.Server { return s.grpc }
 
 // Locks returns the server's lock table, for a driver that locks more by
-// hand or sweeps its journal (idempotency.Sweep) while serving.
-func (s *Server) Locks() *idempotency.LockTable { return s.idem.Locks() }
+// hand or sweeps its journal (journal.Sweep) while serving.
+func (s *Server) Locks() *locks.Table { return s.idem.Locks() }
 
 // LockStats reports the per-volume locks held now and the age of the
 // oldest, for health checks and metrics.
 func (s *Server) LockStats() (held int, oldest time.Duration) {
-	st := s.idem.LockStats()
+	st := s.idem.Locks().Stats()
 	return st.Held, st.Oldest
 }
 
@@ -229,7 +230,7 @@ func (s *Server) shutdown() {
 // Probe answers like the Identity service's Probe RPC, without a gRPC
 // round trip: it calls the RPC table's Probe entry, so FailedPrecondition
 // while Options.Journal reports itself unable to write
-// (idempotency.HealthReporter), else the driver's Prober when it has one
+// (journal.HealthReporter), else the driver's Prober when it has one
 // and Options.Disable does not list it, else ready. It skips the
 // interceptors (no request log line, no call metrics). It lets a /healthz
 // handler (runner.ProbeCheck) share the driver's readiness.
@@ -242,7 +243,7 @@ func (s *Server) Probe(ctx context.Context, req *csi.ProbeRequest) (*csi.ProbeRe
 }
 
 // JournalErr reports whether Options.Journal takes writes: nil while it
-// does or when it reports nothing (idempotency.HealthReporter), else
+// does or when it reports nothing (journal.HealthReporter), else
 // FailedPrecondition with the journal's reason, as Probe answers then.
 // runner.NewDriver serves it as the "journal" health check.
 func (s *Server) JournalErr() error { return journalHealthy(s) }

@@ -37,12 +37,35 @@ type LoopOptions struct {
 	// closes it (after the last unmount). Leave it off for a device that
 	// must survive between NodeUnstage and the next NodeStage.
 	AutoClear bool
+	// Offset is where in the backing file the device starts, in bytes: a
+	// multiple of SectorSize, before the file's end. Default 0.
+	Offset int64
+	// SizeLimit is the device's size in bytes (DeviceSize reports it): a
+	// multiple of SectorSize, Offset+SizeLimit within the file. 0 means
+	// up to the file's end.
+	SizeLimit int64
+}
+
+// checkRange validates o's Offset and SizeLimit against a backing file of
+// size bytes (size < 0: alignment only).
+func (o LoopOptions) checkRange(backingFile string, size int64) error {
+	if o.Offset < 0 || o.SizeLimit < 0 || o.Offset%SectorSize != 0 || o.SizeLimit%SectorSize != 0 {
+		return errorf(codes.InvalidArgument, nil, "loop device for %s: offset %d and size limit %d must be non-negative multiples of %d",
+			backingFile, o.Offset, o.SizeLimit, SectorSize)
+	}
+	if size >= 0 && (o.Offset >= size || o.SizeLimit > size-o.Offset) {
+		return errorf(codes.OutOfRange, nil, "loop device for %s: offset %d and size limit %d do not fit in the file (%d bytes)",
+			backingFile, o.Offset, o.SizeLimit, size)
+	}
+	return nil
 }
 
 // AttachLoop attaches backingFile to a free loop device and returns the
 // device path (e.g. /dev/loop3). It is idempotent: when a loop device is
-// already attached to the same file (same device and inode number, see
-// FindLoop) that device is returned and opts are not applied again. A
+// already attached to the same file at the same Offset and SizeLimit (see
+// FindLoopAt) that device is returned and the other options are not
+// applied again. An Offset or SizeLimit not a multiple of SectorSize gives
+// codes.InvalidArgument, a range outside the file codes.OutOfRange. A
 // missing backing file gives codes.NotFound; one that is not a regular file
 // codes.InvalidArgument. Concurrent calls for one backing file must be
 // serialized by the caller (a per-volume lock does it), or both may attach.
@@ -50,7 +73,10 @@ func AttachLoop(ctx context.Context, backingFile string, opts LoopOptions) (stri
 	if err := checkPath("backing file", backingFile); err != nil {
 		return "", err
 	}
-	if dev, ok, err := FindLoop(ctx, backingFile); err != nil || ok {
+	if err := opts.checkRange(backingFile, -1); err != nil {
+		return "", err
+	}
+	if dev, ok, err := FindLoopAt(ctx, backingFile, opts.Offset, opts.SizeLimit); err != nil || ok {
 		return dev, err
 	}
 	mode := unix.O_RDWR
@@ -74,6 +100,9 @@ func AttachLoop(ctx context.Context, backingFile string, opts LoopOptions) (stri
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return "", errorf(codes.InvalidArgument, nil, "loop backing file %s is not a regular file", backingFile)
+	}
+	if err := opts.checkRange(backingFile, st.Size); err != nil {
+		return "", err
 	}
 	ctl, err := unix.Open("/dev/loop-control", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -118,6 +147,7 @@ func configureLoop(dev string, bfd int, backingFile string, opts LoopOptions) er
 	if opts.AutoClear {
 		info.Flags |= unix.LO_FLAGS_AUTOCLEAR
 	}
+	info.Offset, info.Sizelimit = uint64(opts.Offset), uint64(opts.SizeLimit)
 	copy(info.File_name[:len(info.File_name)-1], backingFile)
 	cfg := unix.LoopConfig{Fd: uint32(bfd), Info: info}
 	if opts.DirectIO {
@@ -144,11 +174,27 @@ func configureLoop(dev string, bfd int, backingFile string, opts LoopOptions) er
 	return nil
 }
 
-// FindLoop returns the loop device attached to backingFile, matched by the
-// file's device and inode number (not by name, which the kernel truncates to
-// 64 bytes and which goes stale when the file is renamed). ok is false when
-// no loop device is attached to it.
+// FindLoop returns the loop device attached to the whole of backingFile
+// (offset 0, no size limit): FindLoopAt(ctx, backingFile, 0, 0).
 func FindLoop(ctx context.Context, backingFile string) (dev string, ok bool, err error) {
+	return FindLoopAt(ctx, backingFile, 0, 0)
+}
+
+// FindLoopAt returns the loop device attached to backingFile at offset
+// with sizeLimit (0: up to the file's end); ok is false when there is
+// none. Two devices on one file at different offsets or limits are
+// different devices.
+//
+// Candidates are picked from sysfs alone — /sys/block/loopN/loop/
+// backing_file (the file's current path, followed through renames, never
+// truncated), offset and sizelimit — which no backing file system is
+// asked about, so a device whose backing file hangs (a FUSE server that
+// stopped answering) cannot hang the search. Only a device whose path,
+// offset and limit match is then confirmed with LOOP_GET_STATUS64 by the
+// file's device and inode number. The path compared is backingFile with
+// its symlinks resolved; a file attached through another path to it (a
+// second bind mount) is not found.
+func FindLoopAt(ctx context.Context, backingFile string, offset, sizeLimit int64) (dev string, ok bool, err error) {
 	if err := checkPath("backing file", backingFile); err != nil {
 		return "", false, err
 	}
@@ -158,6 +204,10 @@ func FindLoop(ctx context.Context, backingFile string) (dev string, ok bool, err
 			return "", false, errorf(codes.NotFound, err, "loop backing file %s", backingFile)
 		}
 		return "", false, errorf(codes.Internal, err, "stat loop backing file %s", backingFile)
+	}
+	resolved, err := filepath.EvalSymlinks(backingFile)
+	if err != nil {
+		resolved = backingFile
 	}
 	entries, err := os.ReadDir("/sys/block")
 	if err != nil {
@@ -171,21 +221,42 @@ func FindLoop(ctx context.Context, backingFile string) (dev string, ok bool, err
 		if err := ctx.Err(); err != nil {
 			return "", false, ctxError(err, "find loop device for %s", backingFile)
 		}
-		if _, err := os.Stat("/sys/block/" + name + "/loop"); err != nil {
-			continue // not attached
+		sys := "/sys/block/" + name + "/loop/"
+		if b, err := os.ReadFile(sys + "backing_file"); err != nil || strings.TrimSuffix(string(b), "\n") != resolved {
+			continue // not attached, or to another file
+		}
+		if sysfsInt(sys+"offset") != offset || sysfsInt(sys+"sizelimit") != sizeLimit {
+			continue
 		}
 		info, err := loopStatus("/dev/" + name)
 		if err != nil {
 			continue // detached meanwhile, or no node in /dev
 		}
-		if info.Inode == st.Ino && decodeDev(info.Device) == [2]uint32{unix.Major(st.Dev), unix.Minor(st.Dev)} {
+		if info.Inode == st.Ino && decodeDev(info.Device) == [2]uint32{unix.Major(st.Dev), unix.Minor(st.Dev)} &&
+			info.Offset == uint64(offset) && info.Sizelimit == uint64(sizeLimit) {
 			return "/dev/" + name, true, nil
 		}
 	}
 	return "", false, nil
 }
 
-func loopStatus(dev string) (*unix.LoopInfo64, error) {
+// sysfsInt reads a number from a sysfs file, -1 when it cannot.
+func sysfsInt(path string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return -1
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// loopStatus is LOOP_GET_STATUS64 on dev, which asks the backing file's
+// file system for its attributes (and may block on a hung one); tests
+// replace it to see which devices FindLoopAt asks.
+var loopStatus = func(dev string) (*unix.LoopInfo64, error) {
 	fd, err := unix.Open(dev, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err

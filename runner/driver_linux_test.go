@@ -22,7 +22,7 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/csikit/csikit"
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 	"github.com/csikit/csikit/k8s/registration"
 	"github.com/csikit/csikit/runner"
 )
@@ -44,7 +44,7 @@ func (d *probeDriver) NodeUnpublishVolume(context.Context, *csi.NodeUnpublishVol
 
 // sickJournal is a memory journal that reports a health of its own.
 type sickJournal struct {
-	idempotency.Journal
+	journal.Journal
 	err atomic.Pointer[error]
 }
 
@@ -80,7 +80,7 @@ func TestDriverStandardParts(t *testing.T) {
 	sock := filepath.Join(dir, "csi.sock")
 	drv := &probeDriver{}
 	drv.ready.Store(true)
-	j := &sickJournal{Journal: idempotency.NewMemoryJournal()}
+	j := &sickJournal{Journal: journal.NewMemory()}
 	reg := prometheus.NewRegistry()
 	srv, err := csikit.NewServer(drv, csikit.Options{Name: "runner.csikit.dev", Version: "v1", NodeID: "node-1", Journal: j, Registry: reg})
 	if err != nil {

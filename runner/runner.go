@@ -374,7 +374,7 @@ func runSafely(ctx context.Context, r Runnable) (err error) {
 // Every returns a Runnable that calls f at once and then every interval
 // until its context is done. An error from f goes to onError (nil ignores
 // it) and does not stop the part: a periodic task such as
-// idempotency.Sweep tries again next time.
+// journal.Sweep tries again next time.
 func Every(interval time.Duration, f func(ctx context.Context) error, onError func(error)) Runnable {
 	return Func(func(ctx context.Context) error {
 		t := time.NewTimer(0)

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/examples/hostpath/driver"
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 )
 
 func availableCapacity(t *testing.T, s *served) int64 {
@@ -152,7 +152,7 @@ func TestCapacityAfterRestart(t *testing.T) {
 	keep := createVol(t, s, "keep", vol, capFor(false, ""), nil)
 	createVol(t, s, "block", vol, capFor(true, ""), nil)
 	// A create that reserved its name but crashed before committing.
-	if _, err := s.d.Journal().Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: "crashed", ID: "vol-crashed", Fingerprint: []byte("f")}); err != nil {
+	if _, err := s.d.Journal().Reserve(ctx, journal.Reservation{Kind: journal.KindVolume, Name: "crashed", ID: "vol-crashed", Fingerprint: []byte("f")}); err != nil {
 		t.Fatal(err)
 	}
 	s.stop()
@@ -271,7 +271,7 @@ func TestSnapshotsRecordedUnchargedAreMeasuredAtStart(t *testing.T) {
 	id := x.GetSnapshot().GetSnapshotId()
 	charged := availableCapacity(t, s)
 	// Rewrite the record as an older version wrote it: no diskBytes.
-	kv, err := s.d.Journal().(*idempotency.FileJournal).KV("hostpath/snapshots")
+	kv, err := s.d.Journal().(*journal.File).KV("hostpath/snapshots")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -310,7 +310,7 @@ func BenchmarkGetCapacity(b *testing.B) {
 	needRoot(b)
 	dir := shortDir(b, "hpbgc")
 	s := serve(b, dir, driver.Options{StateDir: filepath.Join(dir, "state"), Capacity: 1 << 50})
-	fj := s.d.Journal().(*idempotency.FileJournal)
+	fj := s.d.Journal().(*journal.File)
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	for w := 0; w < 8; w++ {

@@ -4,12 +4,13 @@ package main_test
 
 import (
 	"context"
-	"github.com/csikit/csikit/internal/testenv"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/csikit/csikit/internal/testenv"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
@@ -18,7 +19,7 @@ import (
 
 	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/examples/hostpath/driver"
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 )
 
 // TestSweepAbandoned: creates that failed and were never retried leave a
@@ -74,9 +75,9 @@ func TestSweepAbandoned(t *testing.T) {
 	kept := create("kept")
 
 	j := d.Journal()
-	reserve := func(kind idempotency.Kind, name, id string, leftovers ...string) {
+	reserve := func(kind journal.Kind, name, id string, leftovers ...string) {
 		t.Helper()
-		if _, err := j.Reserve(ctx, idempotency.Reservation{Kind: kind, Name: name, ID: id, Fingerprint: []byte("f")}); err != nil {
+		if _, err := j.Reserve(ctx, journal.Reservation{Kind: kind, Name: name, ID: id, Fingerprint: []byte("f")}); err != nil {
 			t.Fatal(err)
 		}
 		for _, p := range leftovers {
@@ -92,11 +93,11 @@ func TestSweepAbandoned(t *testing.T) {
 			}
 		}
 	}
-	reserve(idempotency.KindVolume, "abandoned", "vol-ab", "volumes/vol-ab", "images/vol-ab.img")
-	reserve(idempotency.KindVolume, "nothing-made", "vol-none")
-	reserve(idempotency.KindSnapshot, "snap", "snap-ab", "snapshots/snap-ab")
-	reserve(idempotency.KindGroupSnapshot, "group", "grp-ab", "snapshots/grp-ab-0.img", "snapshots/grp-ab-1")
-	reserve(idempotency.KindVolume, "mounted", "vol-mnt", "volumes/vol-mnt")
+	reserve(journal.KindVolume, "abandoned", "vol-ab", "volumes/vol-ab", "images/vol-ab.img")
+	reserve(journal.KindVolume, "nothing-made", "vol-none")
+	reserve(journal.KindSnapshot, "snap", "snap-ab", "snapshots/snap-ab")
+	reserve(journal.KindGroupSnapshot, "group", "grp-ab", "snapshots/grp-ab-0.img", "snapshots/grp-ab-1")
+	reserve(journal.KindVolume, "mounted", "vol-mnt", "volumes/vol-mnt")
 	mnt := filepath.Join(state, "volumes/vol-mnt")
 	if err := unix.Mount(mnt, mnt, "", unix.MS_BIND, ""); err != nil {
 		t.Fatal(err)
@@ -107,7 +108,7 @@ func TestSweepAbandoned(t *testing.T) {
 	// loaded CI machine running -race can take tens of milliseconds
 	// between two lines (20 ms failed there).
 	time.Sleep(600 * time.Millisecond)
-	reserve(idempotency.KindVolume, "young", "vol-young", "volumes/vol-young")
+	reserve(journal.KindVolume, "young", "vol-young", "volumes/vol-young")
 
 	n, err := d.SweepAbandoned(ctx, srv.Locks(), 500*time.Millisecond)
 	if n != 4 {
@@ -127,7 +128,7 @@ func TestSweepAbandoned(t *testing.T) {
 		}
 	}
 	for name, want := range map[string]bool{"abandoned": false, "nothing-made": false, "young": true, "mounted": true, "kept": true} {
-		if _, ok, _ := j.LookupName(ctx, idempotency.KindVolume, name); ok != want {
+		if _, ok, _ := j.LookupName(ctx, journal.KindVolume, name); ok != want {
 			t.Errorf("reservation %q present %v, want %v", name, ok, want)
 		}
 	}
@@ -163,14 +164,14 @@ func TestSweepRemovesPartialCopies(t *testing.T) {
 	}
 	snaps := filepath.Join(state, "snapshots")
 	for _, r := range []struct {
-		kind  idempotency.Kind
+		kind  journal.Kind
 		id    string
 		trees []string
 	}{
-		{idempotency.KindSnapshot, "snap-killed", []string{".snap-killed.fstree-partial"}},
-		{idempotency.KindGroupSnapshot, "group-killed", []string{"group-killed-0", ".group-killed-1.fstree-partial"}},
+		{journal.KindSnapshot, "snap-killed", []string{".snap-killed.fstree-partial"}},
+		{journal.KindGroupSnapshot, "group-killed", []string{"group-killed-0", ".group-killed-1.fstree-partial"}},
 	} {
-		if _, err := j.Reserve(ctx, idempotency.Reservation{Kind: r.kind, Name: "name-" + r.id, ID: r.id, Fingerprint: []byte("f")}); err != nil {
+		if _, err := j.Reserve(ctx, journal.Reservation{Kind: r.kind, Name: "name-" + r.id, ID: r.id, Fingerprint: []byte("f")}); err != nil {
 			t.Fatal(err)
 		}
 		for _, tree := range r.trees {

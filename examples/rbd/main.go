@@ -31,7 +31,7 @@ import (
 
 	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/examples/rbd/driver"
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 	"github.com/csikit/csikit/k8s/csidriver"
 	"github.com/csikit/csikit/k8s/registration"
 	"github.com/csikit/csikit/runner"
@@ -153,7 +153,7 @@ func run(args []string) error {
 		Server: srv, Endpoint: cfg.endpoint, HTTPAddress: cfg.metricsAddr, Metrics: reg, Registration: kubelet,
 		Sweep: func(ctx context.Context) error {
 			var errs []error
-			for _, k := range []idempotency.Kind{idempotency.KindVolume, idempotency.KindSnapshot} {
+			for _, k := range []journal.Kind{journal.KindVolume, journal.KindSnapshot} {
 				_, err := d.SweepAbandoned(ctx, k, 24*time.Hour)
 				errs = append(errs, err)
 			}

@@ -76,7 +76,7 @@ func EnsureBinaries(ctx context.Context, o BuildOptions) (string, error) {
 	if err := o.defaults(); err != nil {
 		return "", err
 	}
-	return ensureTools(ctx, o, binaryNames())
+	return ensureTools(ctx, o, binaryNames(), nil)
 }
 
 // BinariesDir returns the directory EnsureBinaries builds into and reuses
@@ -121,12 +121,15 @@ func EnsureRuntimeBinaries(ctx context.Context, o BuildOptions) (string, error) 
 	}
 	o.ModuleDir = filepath.Join(o.ModuleDir, "runtime")
 	o.CacheDir = filepath.Join(o.CacheDir, "runtime")
-	return ensureTools(ctx, o, runtimeBinaryNames())
+	// The runtime module is in no go.work (its replaces would clash with
+	// this module's) and requires no csikit module: it builds on its own.
+	return ensureTools(ctx, o, runtimeBinaryNames(), []string{"GOWORK=off"})
 }
 
 // ensureTools builds the tool block of o.ModuleDir into
-// <o.CacheDir>/<hash>, unless names are all there already.
-func ensureTools(ctx context.Context, o BuildOptions, names []string) (string, error) {
+// <o.CacheDir>/<hash>, unless names are all there already; env is added to
+// the go command's environment.
+func ensureTools(ctx context.Context, o BuildOptions, names []string, env []string) (string, error) {
 	dir, err := toolsDir(o)
 	if err != nil {
 		return "", err
@@ -144,6 +147,9 @@ func ensureTools(ctx context.Context, o BuildOptions, names []string) (string, e
 	args := append([]string{"build", "-o", dir + string(os.PathSeparator)}, tools...)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = o.ModuleDir
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	out, err := cmd.CombinedOutput()
 	if o.Log != nil && len(out) > 0 {
 		o.Log("go build: %s", out)

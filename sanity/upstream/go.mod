@@ -2,9 +2,7 @@ module github.com/csikit/csikit/sanity/upstream
 
 go 1.26.0
 
-replace github.com/csikit/csikit => ../..
-
-require github.com/csikit/csikit v0.0.0-00010101000000-000000000000
+require github.com/csikit/csikit v0.1.0
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

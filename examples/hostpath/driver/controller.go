@@ -17,7 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/csikit/csikit/csi/validation"
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 	"github.com/csikit/csikit/k8s/keys"
 	"github.com/csikit/csikit/mount"
 	"github.com/csikit/csikit/quota"
@@ -29,7 +29,7 @@ const defaultVolumeSize = 1 << 30
 
 // CreateVolume creates the volume under the journal's reserved ID.
 func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
-	id, ok := idempotency.ReservedID(ctx)
+	id, ok := journal.ReservedID(ctx)
 	if !ok {
 		return nil, status.Error(codes.Internal, "no reserved volume ID: the server was built without the driver's journal")
 	}

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 )
 
 const (
@@ -189,7 +189,7 @@ func createError(err error, what string, params map[string]string) error {
 // CreateVolume makes image csi-vol-<hex> for the reserved ID: blank, a
 // clone of a snapshot, or a clone of a volume.
 func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
-	rid, ok := idempotency.ReservedID(ctx)
+	rid, ok := journal.ReservedID(ctx)
 	if !ok {
 		return nil, status.Error(codes.Internal, "no reserved volume ID: build the server with Driver.ServerOptions")
 	}
@@ -238,7 +238,7 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 
 	// The reservation is this call's while it runs: the sweep of
 	// abandoned creates cannot take it over.
-	stop := d.holdLease(ctx, creds, pool, idempotency.KindVolume, r.GetName(), rid)
+	stop := d.holdLease(ctx, creds, pool, journal.KindVolume, r.GetName(), rid)
 	src := r.GetVolumeContentSource()
 	var size int64
 	if src == nil {

@@ -16,7 +16,7 @@ import (
 
 	"github.com/csikit/csikit/examples/rbd/driver"
 	"github.com/csikit/csikit/examples/rbd/internal/cephtest"
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 )
 
 // fsTypeAt is the file system type mounted at path ("" if none).
@@ -59,7 +59,7 @@ func TestFsTypeParameter(t *testing.T) {
 	}
 	create := func(name string, params map[string]string, src *csi.VolumeContentSource) (*csi.Volume, error) {
 		req := &csi.CreateVolumeRequest{
-			Name: name + "-" + idempotency.RandomID(""), VolumeCapabilities: []*csi.VolumeCapability{mount},
+			Name: name + "-" + journal.RandomID(""), VolumeCapabilities: []*csi.VolumeCapability{mount},
 			Secrets: c.Secrets(), CapacityRange: &csi.CapacityRange{RequiredBytes: 320 << 20},
 			Parameters: params, VolumeContentSource: src,
 		}
