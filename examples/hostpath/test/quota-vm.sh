@@ -31,7 +31,7 @@ chmod 755 "$work"
 trap 'rm -rf "$work"' EXIT
 
 go test -c -o "$work/quota.test" ./quota/
-go test -c -o "$work/hostpath.test" ./examples/hostpath/
+go test -c -o "$work/hostpath.test" ./examples/hostpath/driver/
 
 # What runs in the VM, in the host's root.
 cat >"$work/inner.sh" <<EOF
@@ -41,7 +41,7 @@ mkdir -p /run/tmp && export TMPDIR=/run/tmp # the host's / is read-only here
 for m in loop xfs ext4 quota_v2; do modprobe \$m; done
 st=0
 cd $PWD/quota && $work/quota.test -test.v -test.count=1 || st=1
-cd $PWD/examples/hostpath && $work/hostpath.test -test.v -test.count=1 -test.run '${HP_RUN:-Quota}' || st=1
+cd $PWD/examples/hostpath/driver && $work/hostpath.test -test.v -test.count=1 -test.run '${HP_RUN:-Quota}' || st=1
 echo "QUOTA-VM-STATUS=\$st"
 EOF
 

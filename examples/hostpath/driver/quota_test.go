@@ -1,6 +1,6 @@
 //go:build linux
 
-package main_test
+package driver_test
 
 import (
 	"bytes"
@@ -21,8 +21,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/csikit/csikit/block"
+	"github.com/csikit/csikit/csitest"
 	"github.com/csikit/csikit/examples/hostpath/driver"
-	"github.com/csikit/csikit/internal/testenv"
 	"github.com/csikit/csikit/quota"
 )
 
@@ -32,12 +32,12 @@ import (
 func quotaFS(t *testing.T, fstype, opts string) string {
 	t.Helper()
 	needRoot(t)
-	testenv.RequireCommand(t, "mkfs."+fstype, map[string]string{"xfs": "xfsprogs", "ext4": "e2fsprogs"}[fstype])
+	csitest.RequireCommand(t, "mkfs."+fstype, map[string]string{"xfs": "xfsprogs", "ext4": "e2fsprogs"}[fstype])
 	if opts != "" || fstype == "ext4" {
 		if fstype == "xfs" {
-			testenv.SkipWithoutKernelOption(t, "CONFIG_XFS_QUOTA", "xfs project quotas")
+			csitest.SkipWithoutKernelOption(t, "CONFIG_XFS_QUOTA", "xfs project quotas")
 		} else {
-			testenv.SkipWithoutKernelOption(t, "CONFIG_QFMT_V2", "ext4's quota feature")
+			csitest.SkipWithoutKernelOption(t, "CONFIG_QFMT_V2", "ext4's quota feature")
 		}
 	}
 	tmp := t.TempDir()
