@@ -20,7 +20,7 @@
 #   make test-all       make test, then the three above
 # and, lighter, one that needs Debian's Python gRPC packages (apt-get):
 #   make python-sanity  csikit sanity against examples/python, a driver in
-#                       Python, correct and with its planted bug
+#                       Python, correct and with each of its planted bugs
 # Tool modules below them (sanity/kube/runtime, sanity/upstream/hostpath)
 # are built by their parent's run.
 GO ?= go

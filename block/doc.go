@@ -30,9 +30,11 @@
 //     its file (LoopOptions.Offset, SizeLimit); devices on one file at
 //     different ranges are different devices. FindLoopAt picks candidates
 //     from sysfs alone (backing_file, offset, sizelimit: the file's current
-//     path, so a renamed file is still found) and asks the kernel, by
-//     LOOP_GET_STATUS64 and the file's device and inode number, only about
-//     those: a device whose backing file hangs cannot hang the search.
+//     path, so a renamed file is still found; a file of the same name when
+//     no path matches, for a file reached through another mount) and asks
+//     the kernel, by LOOP_GET_STATUS64 and the file's device and inode
+//     number, only about those: a device whose backing file hangs cannot
+//     hang the search for another file.
 //   - DetachLoop never reports success for a device still in use: the kernel
 //     answers LOOP_CLR_FD on an open or mounted device with success and only
 //     sets autoclear, so DetachLoop reads the status back, restores the

@@ -15,6 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	mountutils "k8s.io/mount-utils"
+
+	"github.com/csikit/csikit/internal/mountpoint"
 )
 
 // loopSetDirectIO is LOOP_SET_DIRECT_IO, used only on kernels without
@@ -189,11 +191,13 @@ func FindLoop(ctx context.Context, backingFile string) (dev string, ok bool, err
 // backing_file (the file's current path, followed through renames, never
 // truncated), offset and sizelimit — which no backing file system is
 // asked about, so a device whose backing file hangs (a FUSE server that
-// stopped answering) cannot hang the search. Only a device whose path,
-// offset and limit match is then confirmed with LOOP_GET_STATUS64 by the
-// file's device and inode number. The path compared is backingFile with
-// its symlinks resolved; a file attached through another path to it (a
-// second bind mount) is not found.
+// stopped answering) cannot hang the search. A candidate is then
+// confirmed with LOOP_GET_STATUS64 by the file's device and inode number.
+// The candidates are the devices whose path is backingFile's (symlinks
+// resolved); only when none is found, those whose file has the same base
+// name, for a file attached through another path to it (a second bind
+// mount, or a driver container before a restart, whose paths sysfs shows
+// as they were in its own mount namespace).
 func FindLoopAt(ctx context.Context, backingFile string, offset, sizeLimit int64) (dev string, ok bool, err error) {
 	if err := checkPath("backing file", backingFile); err != nil {
 		return "", false, err
@@ -213,6 +217,7 @@ func FindLoopAt(ctx context.Context, backingFile string, offset, sizeLimit int64
 	if err != nil {
 		return "", false, errorf(codes.Internal, err, "list block devices")
 	}
+	var sameName []string
 	for _, e := range entries {
 		name := e.Name()
 		if !strings.HasPrefix(name, "loop") {
@@ -222,22 +227,45 @@ func FindLoopAt(ctx context.Context, backingFile string, offset, sizeLimit int64
 			return "", false, ctxError(err, "find loop device for %s", backingFile)
 		}
 		sys := "/sys/block/" + name + "/loop/"
-		if b, err := os.ReadFile(sys + "backing_file"); err != nil || strings.TrimSuffix(string(b), "\n") != resolved {
-			continue // not attached, or to another file
+		b, err := os.ReadFile(sys + "backing_file")
+		if err != nil {
+			continue // not attached
+		}
+		path := strings.TrimSuffix(string(b), "\n")
+		if path != resolved && filepath.Base(path) != filepath.Base(resolved) {
+			continue
 		}
 		if sysfsInt(sys+"offset") != offset || sysfsInt(sys+"sizelimit") != sizeLimit {
 			continue
 		}
-		info, err := loopStatus("/dev/" + name)
-		if err != nil {
-			continue // detached meanwhile, or no node in /dev
+		if path != resolved {
+			sameName = append(sameName, name)
+			continue
 		}
-		if info.Inode == st.Ino && decodeDev(info.Device) == [2]uint32{unix.Major(st.Dev), unix.Minor(st.Dev)} &&
-			info.Offset == uint64(offset) && info.Sizelimit == uint64(sizeLimit) {
+		if isLoopOf(name, &st, offset, sizeLimit) {
+			return "/dev/" + name, true, nil
+		}
+	}
+	for _, name := range sameName {
+		if err := ctx.Err(); err != nil {
+			return "", false, ctxError(err, "find loop device for %s", backingFile)
+		}
+		if isLoopOf(name, &st, offset, sizeLimit) {
 			return "/dev/" + name, true, nil
 		}
 	}
 	return "", false, nil
+}
+
+// isLoopOf asks the kernel whether loop device name is attached to the
+// file st describes, at offset with sizeLimit.
+func isLoopOf(name string, st *unix.Stat_t, offset, sizeLimit int64) bool {
+	info, err := loopStatus("/dev/" + name)
+	if err != nil {
+		return false // detached meanwhile, or no node in /dev
+	}
+	return info.Inode == st.Ino && decodeDev(info.Device) == [2]uint32{unix.Major(st.Dev), unix.Minor(st.Dev)} &&
+		info.Offset == uint64(offset) && info.Sizelimit == uint64(sizeLimit)
 }
 
 // sysfsInt reads a number from a sysfs file, -1 when it cannot.
@@ -294,6 +322,16 @@ func decodeDev(d uint64) [2]uint32 {
 func DetachLoop(ctx context.Context, dev string) error {
 	if err := checkLoopPath(dev); err != nil {
 		return err
+	}
+	// A device node bound onto a file (a published raw block volume,
+	// MountBlock) does not open the device, so the kernel would detach
+	// it from under the pod without a word.
+	if targets, err := bindTargets(dev); err != nil {
+		return errorf(codes.Internal, err, "detach %s: looking for bind mounts of it", dev)
+	} else if len(targets) > 0 {
+		return errorf(codes.FailedPrecondition, nil,
+			"loop device %s is bound onto %s (a published block volume): not detached; unpublish it first",
+			dev, strings.Join(targets, ", "))
 	}
 	deadline := time.Now().Add(DetachRetryWindow)
 	delay := 10 * time.Millisecond
@@ -458,4 +496,36 @@ func checkLoopPath(dev string) error {
 		return errorf(codes.InvalidArgument, nil, "%q is not a loop device path, want /dev/loopN", dev)
 	}
 	return nil
+}
+
+// bindTargets returns where the device node dev is bind-mounted as a
+// file. Only mounts of a single file (Root other than "/") of a devtmpfs
+// or tmpfs (where device nodes live: /dev on a host or in a container)
+// are stat'ed, so a hung network or FUSE mount is never touched.
+func bindTargets(dev string) ([]string, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(dev, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFBLK {
+		return nil, nil
+	}
+	entries, err := mountpoint.List()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if e.Root == "/" || (e.FSType != "devtmpfs" && e.FSType != "tmpfs") {
+			continue
+		}
+		var t unix.Stat_t
+		if unix.Stat(e.Point, &t) == nil && t.Mode&unix.S_IFMT == unix.S_IFBLK && t.Rdev == st.Rdev {
+			out = append(out, e.Point)
+		}
+	}
+	return out, nil
 }

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -110,11 +111,16 @@ func TestLoopRangeRefusals(t *testing.T) {
 // TestFindLoopAsksOnlyCandidates simulates a loop device whose backing
 // file hangs (a FUSE server that stopped answering, where
 // LOOP_GET_STATUS64 blocks): the ioctl for it blocks forever. Finding
-// another file's device, or a file with none, must not ask it at all.
+// another file's device, or a file with none, must not ask it at all
+// (its file has another name, so it is no candidate).
 func TestFindLoopAsksOnlyCandidates(t *testing.T) {
 	testenv.RequireLoopDevices(t)
 	ctx := context.Background()
-	hung := attachOpts(t, backingFile(t, 1<<20), block.LoopOptions{})
+	hungFile := filepath.Join(t.TempDir(), "hung.img")
+	if err := os.WriteFile(hungFile, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hung := attachOpts(t, hungFile, block.LoopOptions{})
 	otherFile := backingFile(t, 1<<20)
 	other := attachOpts(t, otherFile, block.LoopOptions{})
 	unattached := backingFile(t, 1<<20)
@@ -149,7 +155,34 @@ func TestFindLoopAsksOnlyCandidates(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	if len(asked) != 1 || asked[0] != other {
-		t.Fatalf("LOOP_GET_STATUS64 asked %q, want only the candidate %s", asked, other)
+	// other is asked as the candidate for its own file and, having the
+	// same base name, for the unattached one; hung never.
+	for _, d := range asked {
+		if d != other {
+			t.Fatalf("LOOP_GET_STATUS64 asked %q, want only the candidate %s", asked, other)
+		}
+	}
+}
+
+// TestFindLoopThroughAnotherPath: a file attached through one path is
+// found through a bind mount of its directory (sysfs shows the first
+// path), and the device is asked about only as a same-name candidate.
+func TestFindLoopThroughAnotherPath(t *testing.T) {
+	testenv.RequireLoopDevices(t)
+	ctx := context.Background()
+	file := backingFile(t, 1<<20)
+	dev := attachOpts(t, file, block.LoopOptions{})
+	other := filepath.Join(t.TempDir(), "bind")
+	if err := os.Mkdir(other, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Run(t, "mount", "--bind", filepath.Dir(file), other)
+	t.Cleanup(func() { testenv.Unmount(t, other) })
+	alias := filepath.Join(other, filepath.Base(file))
+	if got, ok, err := block.FindLoop(ctx, alias); err != nil || !ok || got != dev {
+		t.Fatalf("FindLoop(%s): got %q, %t, %v, want %s", alias, got, ok, err, dev)
+	}
+	if again, err := block.AttachLoop(ctx, alias, block.LoopOptions{}); err != nil || again != dev {
+		t.Fatalf("AttachLoop(%s): got %q, %v, want the same device %s", alias, again, err, dev)
 	}
 }

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"os"
 	"os/exec"
+	"sync"
 	"time"
 )
 
@@ -70,10 +73,14 @@ var errTimeout = errors.New("command timeout")
 // killed by a signal or outlived ctx or opts.Timeout, an *Error.
 //
 // When ctx ends or the timeout passes, the program's whole group gets
-// SIGTERM and, opts.Grace later, SIGKILL; Run returns once the program
-// has exited and its output pipes are closed or the grace has passed
-// again, having killed whatever of the group remained. A group member
-// that moved to a group or session of its own (a daemon) is not touched.
+// SIGTERM and, opts.Grace later, SIGKILL (the program itself, if still
+// running) and then SIGKILL again (the rest of its group). Once the
+// program has exited, its output gets opts.Grace to close; a process it
+// started that still holds it then dies with the group, and the pipes are
+// closed. A process that moved to a group or session of its own (a
+// daemon) is not signalled. So Run returns within about twice the grace
+// after ctx ends, and leaves nothing of the group running but what the
+// program started and let go of its output.
 func Run(ctx context.Context, name string, args []string, opts Options) (Result, error) {
 	if err := ctx.Err(); err != nil {
 		return Result{}, &Error{Command: name, ExitCode: -1, Err: err}
@@ -99,20 +106,58 @@ func Run(ctx context.Context, name string, args []string, opts Options) (Result,
 	cmd.Cancel = func() error { return signalGroup(cmd, sigTerm) }
 	cmd.WaitDelay = grace
 	stdout, stderr := &capped{max: limit}, &capped{max: limit}
-	cmd.Stdout, cmd.Stderr = stdout, stderr
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return Result{}, &Error{Command: name, ExitCode: -1, Err: err}
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return Result{}, &Error{Command: name, ExitCode: -1, Err: err}
+	}
+	// The pipes are Run's own, not os/exec's: Wait returns when the
+	// program exits, and Run decides how long to wait for the rest of
+	// its output and what to kill when a forked helper holds it.
+	cmd.Stdout, cmd.Stderr = outW, errW
 	if opts.Secret != nil {
 		cmd.Stdin = bytes.NewReader(opts.Secret)
 	}
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err == nil {
+		var wg sync.WaitGroup
+		wg.Go(func() { _, _ = io.Copy(stdout, outR) })
+		wg.Go(func() { _, _ = io.Copy(stderr, errR) })
+		drained := make(chan struct{})
+		go func() { wg.Wait(); close(drained) }()
+		err = cmd.Wait()
+		if err != nil && runCtx.Err() != nil {
+			// Whatever of the group survived SIGTERM ends now.
+			_ = signalGroup(cmd, sigKill)
+		}
+		t := time.NewTimer(grace)
+		select {
+		case <-drained:
+		case <-t.C:
+			// A helper still holds the output after the grace: it dies
+			// with the group (one outside it is cut off).
+			_ = signalGroup(cmd, sigKill)
+			outR.Close()
+			errR.Close()
+			<-drained
+			if err == nil {
+				err = exec.ErrWaitDelay
+			}
+		}
+		t.Stop()
+	}
+	outR.Close()
+	errR.Close()
 
-	err := cmd.Run()
 	res := Result{Stdout: stdout.buf, Stderr: stderr.buf,
 		StdoutTruncated: stdout.truncated(), StderrTruncated: stderr.truncated()}
-	stopped := err != nil && runCtx.Err() != nil
-	if stopped || errors.Is(err, exec.ErrWaitDelay) {
-		// Whatever of the group survived SIGTERM, or still holds the
-		// pipes after the program exited, ends now.
-		_ = signalGroup(cmd, sigKill)
-	}
 	if err == nil {
 		return res, nil
 	}
@@ -123,6 +168,7 @@ func Run(ctx context.Context, name string, args []string, opts Options) (Result,
 		e.ExitCode = ee.ExitCode()
 		e.Signal = exitSignal(ee.ProcessState)
 	}
+	stopped := ee != nil && runCtx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 	switch {
 	case stopped && ctx.Err() != nil:
 		e.Err = ctx.Err()

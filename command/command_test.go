@@ -194,11 +194,21 @@ func TestHelperHoldingPipesAfterExit(t *testing.T) {
 	pidfile := filepath.Join(t.TempDir(), "pid")
 	name, args := sh(`sh -c 'trap "" TERM; echo $$ > ` + pidfile + `; exec sleep 60' & echo started`)
 	res, err := command.Run(context.Background(), name, args, command.Options{Grace: 200 * time.Millisecond})
-	if !errors.Is(err, exec.ErrWaitDelay) {
-		t.Fatalf("got %v, want exec.ErrWaitDelay", err)
+	if !errors.Is(err, exec.ErrWaitDelay) || !strings.Contains(err.Error(), "held its output open") {
+		t.Fatalf("got %v, want exec.ErrWaitDelay saying a helper held the output", err)
 	}
 	if string(res.Stdout) != "started\n" {
 		t.Fatalf("stdout %q, want started", res.Stdout)
+	}
+	waitGone(t, readPID(t, pidfile))
+
+	// The same after a failure: the status is kept, the helper killed.
+	pidfile = filepath.Join(t.TempDir(), "pid")
+	name, args = sh(`sh -c 'trap "" TERM; echo $$ > ` + pidfile + `; exec sleep 60' & echo 'no such volume group' >&2; exit 5`)
+	_, err = command.Run(context.Background(), name, args, command.Options{Grace: 200 * time.Millisecond})
+	var e *command.Error
+	if !errors.As(err, &e) || e.ExitCode != 5 || e.Summary() != "no such volume group" {
+		t.Fatalf("got %v, want exit status 5 naming the cause", err)
 	}
 	waitGone(t, readPID(t, pidfile))
 }

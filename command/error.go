@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 	"syscall"
 	"time"
 
@@ -58,6 +59,8 @@ func (e *Error) Error() string {
 		s = e.Command + " was killed at the call's deadline"
 	case e.ExitCode >= 0:
 		s = fmt.Sprintf("%s exited with status %d", e.Command, e.ExitCode)
+	case errors.Is(e.Err, exec.ErrWaitDelay):
+		s = e.Command + " exited, but a process it started held its output open past the grace and was killed"
 	case e.Signal != 0:
 		s = fmt.Sprintf("%s was killed by signal %d (%v)", e.Command, int(e.Signal), e.Signal)
 	case e.Err != nil:

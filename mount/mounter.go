@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os/exec"
 	"sync"
 	"time"
 
@@ -80,7 +81,7 @@ func ExecRunner() Runner {
 		res, err := command.Run(ctx, name, args, command.Options{Grace: 5 * time.Second})
 		out := append(append([]byte(nil), res.Stdout...), res.Stderr...)
 		var ce *command.Error
-		if errors.As(err, &ce) && ce.ExitCode >= 0 && ce.Err == nil {
+		if errors.As(err, &ce) && ce.ExitCode >= 0 && (ce.Err == nil || errors.Is(ce.Err, exec.ErrWaitDelay)) {
 			return out, &ExitError{Command: name, Code: ce.ExitCode, Output: out,
 				Stdout: res.Stdout, Stderr: res.Stderr, Err: ce}
 		}

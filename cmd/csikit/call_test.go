@@ -4,6 +4,9 @@ package main_test
 
 import (
 	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -107,6 +110,36 @@ func TestCallRedactsOwnErrors(t *testing.T) {
 	}
 }
 
+// TestCallTCP: a tcp:// endpoint works like a socket.
+func TestCallTCP(t *testing.T) {
+	ep := servePlantedTCP(t)
+	if info := csikit(t, "call", ep, "GetPluginInfo").want(t, 0).object(t); info["name"] != "planted.csikit.dev" {
+		t.Errorf("got %v, want name planted.csikit.dev", info)
+	}
+	csikit(t, "caps", ep).want(t, 1) // the planted mismatches, over TCP
+}
+
+// TestCallBadSecretsFiles: a secrets file that is not a map of strings
+// is refused, and the message quotes no value from it.
+func TestCallBadSecretsFiles(t *testing.T) {
+	for name, body := range map[string]string{
+		"not YAML":   "password: \"unterminated-secret-value\n",
+		"not a map":  "- list-secret-value\n",
+		"not string": "port: 123456789\nok: fine-secret-value\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "secrets.yaml")
+			if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			r := csikit(t, "call", "unix:///nonexistent/csi.sock", "Controller.DeleteVolume", `{"volumeId":"v"}`, "--secrets-file", p).want(t, 2)
+			if !strings.Contains(r.stderr, "secrets file") || strings.Contains(r.stderr, "secret-value") || strings.Contains(r.stderr, "123456789") {
+				t.Errorf("got stderr %q, want the file refused without its values", r.stderr)
+			}
+		})
+	}
+}
+
 // TestCallBadRequests: a request that is not protojson, an unknown field,
 // an unknown method and secrets for a method without a secrets field are
 // refused before any call, with exit status 2 and a message that helps.
@@ -165,6 +198,11 @@ func TestHelpReadsLikeAManualPage(t *testing.T) {
 		if !strings.Contains(r.stdout, "Node.NodeGetInfo") || !strings.Contains(r.stdout, "secrets-file") {
 			t.Errorf("completion %s: got no method or option names:\n%s", sh, r.stdout)
 		}
+	}
+	// The bash script parses.
+	bash := csikit(t, "completion", "bash").want(t, 0)
+	if out, err := exec.Command("bash", "-n", "-c", bash.stdout).CombinedOutput(); err != nil {
+		t.Errorf("bash -n on the completion script: %v\n%s", err, out)
 	}
 	csikit(t, "completion", "tcsh").want(t, 2)
 }

@@ -47,3 +47,14 @@ func TestCSIDriverOptions(t *testing.T) {
 	}
 	csikit(t, "csidriver", ep, "--storage-capacity=maybe").want(t, 2)
 }
+
+// TestCSIDriverTmpfs: tmpfs has no controller publish and no capacity
+// RPC, so neither attach nor storage capacity is asked for.
+func TestCSIDriverTmpfs(t *testing.T) {
+	r := csikit(t, "csidriver", tmpfs(t).Endpoint).want(t, 0)
+	for _, s := range []string{"kind: CSIDriver\n", "  name: tmpfs.csikit.dev\n", "  attachRequired: false\n", "  storageCapacity: false\n", "    - Persistent\n"} {
+		if !strings.Contains(r.stdout, s) {
+			t.Errorf("got no %q in:\n%s", s, r.stdout)
+		}
+	}
+}

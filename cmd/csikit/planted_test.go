@@ -112,6 +112,26 @@ func servePlanted(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	servePlantedOn(t, l)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return fmt.Sprintf("unix://%s", sock)
+}
+
+// servePlantedTCP serves the planted driver on a loopback TCP port and
+// returns its endpoint.
+func servePlantedTCP(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	servePlantedOn(t, l)
+	return "tcp://" + l.Addr().String()
+}
+
+// servePlantedOn serves the planted driver on l until the test ends.
+func servePlantedOn(t *testing.T, l net.Listener) {
+	t.Helper()
 	srv := grpc.NewServer()
 	csi.RegisterIdentityServer(srv, planted{})
 	csi.RegisterNodeServer(srv, planted{})
@@ -123,7 +143,5 @@ func servePlanted(t *testing.T) string {
 		if err := <-done; err != nil {
 			t.Errorf("serving the planted driver: %v", err)
 		}
-		os.RemoveAll(dir)
 	})
-	return fmt.Sprintf("unix://%s", sock)
 }

@@ -19,9 +19,11 @@ const PythonEnv = "CSIKIT_PYTHON_DRIVER"
 
 // TestPythonDriver runs csikit sanity against examples/python, a CSI
 // driver written in Python with stubs generated from the spec's
-// csi.proto: every case it can serve passes, and with its planted bug
+// csi.proto: every case it can serve passes, and with either planted bug
 // (NodeUnpublishVolume answering NotFound for a target that is not
-// published) the run fails, naming the cases and the rule.
+// published; DeleteVolume leaving the volume's directory behind, which
+// --backend-objects-command shows) the run fails, naming the cases and
+// the rule.
 func TestPythonDriver(t *testing.T) {
 	if os.Getenv(PythonEnv) == "" {
 		t.Skip("opt-in: set " + PythonEnv + "=1 (root, python3-grpcio, python3-grpc-tools, python3-protobuf; make python-sanity does)")
@@ -42,23 +44,39 @@ func TestPythonDriver(t *testing.T) {
 		name, bug string
 		want      int
 		fails     []string
+		env       []string
 	}{
-		{"correct", "", 0, nil},
-		{"planted_bug", "unpublish-notfound", 1, []string{
+		{"correct", "", 0, nil, nil},
+		// grpc-tools 1.14's output on protobuf 3.21's pure-Python
+		// implementation too, not only its C++ one (the default).
+		{"pure_python_protobuf", "", 0, nil, []string{"PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python"}},
+		{"unpublish_notfound", "unpublish-notfound", 1, []string{
 			"FAIL  mount/Node/NodeUnpublishVolume/not_published",
 			"FAIL  mount/Node/lifecycle/idempotent",
 			"rule: CSI v1.14 NodeUnpublishVolume: a volume not published at target_path counts as unpublished → OK",
-		}},
+		}, nil},
+		{"delete_leaks", "delete-leaks", 1, []string{
+			"FAIL  mount/Controller/CreateVolume/with_capacity",
+			`backend object(s) left by the case after its cleanup deleted what it created: "pyvol-`,
+		}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			d := startScripted(t, []string{"CSI_PY_BUG=" + c.bug}, filepath.Join(dir, "csi_driver.py"),
-				"--nodeid", "py-node", "--state-dir", t.TempDir(), "--stubs", stubs)
+			state := t.TempDir()
+			d := startScripted(t, append([]string{"CSI_PY_BUG=" + c.bug}, c.env...), filepath.Join(dir, "csi_driver.py"),
+				"--nodeid", "py-node", "--state-dir", state, "--stubs", stubs)
+			if c.name == "correct" {
+				pythonOtherCommands(t, d.endpoint)
+			}
 			junit := filepath.Join(t.TempDir(), "report.xml")
 			r := csikit(t, "sanity", d.endpoint, "--driver-log", d.log, "--restart-command", "sh "+d.script,
+				"--backend-objects-command", "ls -1 "+filepath.Join(state, "volumes"),
 				"--secrets-file", secretsFile(t), "--junit", junit)
 			pass, fail, skip := tally(t, r)
 			t.Logf("csikit sanity against the Python driver (%s): %d passed, %d failed, %d skipped", c.name, pass, fail, skip)
 			r.want(t, c.want)
+			if log, _ := os.ReadFile(d.log); c.env != nil && !strings.Contains(string(log), "(protobuf python implementation;") {
+				t.Errorf("the driver did not run on the pure-Python protobuf:\n%s", log)
+			}
 			noSecrets(t, r.stdout+r.stderr)
 			for _, f := range c.fails {
 				if !strings.Contains(r.stdout, f) {
@@ -73,5 +91,24 @@ func TestPythonDriver(t *testing.T) {
 				t.Errorf("got %d failures in JUnit, %d printed", rep.Suites[0].Failures, fail)
 			}
 		})
+	}
+}
+
+// pythonOtherCommands runs call, caps and csidriver against the Python
+// driver: every command works on a driver csikit did not build.
+func pythonOtherCommands(t *testing.T, ep string) {
+	t.Helper()
+	if ni := csikit(t, "call", ep, "Node.NodeGetInfo").want(t, 0).object(t); ni["nodeId"] != "py-node" {
+		t.Errorf("NodeGetInfo: got %v, want nodeId py-node", ni)
+	}
+	r := csikit(t, "call", ep, "Controller.CreateVolume", `{"name":"cli","volumeCapabilities":[{"block":{},"accessMode":{"mode":"SINGLE_NODE_WRITER"}}]}`).want(t, 1)
+	if !strings.Contains(r.stderr, "Controller.CreateVolume: InvalidArgument: only mount access is served") {
+		t.Errorf("got stderr %q, want the driver's InvalidArgument", r.stderr)
+	}
+	if r := csikit(t, "caps", ep).want(t, 0); !strings.Contains(r.stdout, "Node.NodeStageVolume") {
+		t.Errorf("caps: got\n%s", r.stdout)
+	}
+	if r := csikit(t, "csidriver", ep).want(t, 0); !strings.Contains(r.stdout, "name: python.csikit.dev") {
+		t.Errorf("csidriver: got\n%s", r.stdout)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,11 +54,14 @@ file whose fields are the options' names in lowerCamelCase: accessType,
 areas, fsType, volumeSize, expandSize, parameters, snapshotParameters,
 mutableParameters, secrets, unsupportedAccessModes, callTimeout,
 idempotentCount, concurrency, testAttachLimit, baseDir, skip, driverLog,
-restartCommand) and then from the options, which win.
+restartCommand, backendObjectsCommand) and then from the options, which
+win.
 
 Areas a driver does not advertise the capabilities for skip themselves
 with the reason. Without --restart-command the Restart area is skipped,
-and without --driver-log the search of the driver's log for secrets.
+without --driver-log the search of the driver's log for secrets, and
+without --backend-objects-command the check that no case leaves a
+volume, snapshot or record behind in the driver's backend.
 
 Each case's result is printed as it finishes (PASS, FAIL with its
 message, SKIP with the reason; --quiet prints failures only), then the
@@ -169,6 +171,7 @@ func runSanity(e *env, cc childConfig, o sanityRun) int {
 	}
 	cmd := exec.CommandContext(e.ctx, self, args...)
 	cmd.Env = append(os.Environ(), sanityChildEnv+"="+path)
+	cmd.SysProcAttr = childAttr() // the child dies with csikit (Linux)
 	cmd.Stderr = e.stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -184,6 +187,15 @@ func runSanity(e *env, cc childConfig, o sanityRun) int {
 	rep.read(out, e.stdout, o.quiet)
 	waitErr := cmd.Wait()
 	rep.elapsed = time.Since(start)
+	// What the run itself reported (it could not reach the driver, or a
+	// case panicked) belongs to no case: print it.
+	if root := rep.cases[rootTest]; root != nil && root.outcome != "PASS" {
+		for _, l := range strings.Split(root.output.String(), "\n") {
+			if l = firstMessage(l); l != "" && (rep.tally == "" || l != "sanity: "+rep.tally) {
+				fmt.Fprintf(e.stderr, "csikit: %s\n", l)
+			}
+		}
+	}
 	if o.junit != "" {
 		if err := rep.writeJUnit(o.junit); err != nil {
 			e.errorf("sanity: writing the JUnit report: %v", err)
@@ -236,7 +248,6 @@ func sanityChild(path string) int {
 		fmt.Fprintf(os.Stderr, "csikit sanity: %v\n", err)
 		return exitUsage
 	}
-	cfg.Skip = maps.Clone(cfg.Skip)
 	testing.Main(func(pat, str string) (bool, error) { return regexp.MatchString(pat, str) },
 		[]testing.InternalTest{{Name: rootTest, F: func(t *testing.T) {
 			sanity.Run(t, sanity.Endpoint(cc.Endpoint), cfg)

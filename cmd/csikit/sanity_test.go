@@ -230,6 +230,15 @@ func TestSanityFindsPlantedBugs(t *testing.T) {
 	}
 }
 
+// TestSanityUnreachable: a driver that does not serve fails the run with
+// the harness's reason.
+func TestSanityUnreachable(t *testing.T) {
+	r := csikit(t, "sanity", "unix:///nonexistent/csi.sock", "--call-timeout", "1s").want(t, 1)
+	if !strings.Contains(r.stderr, "csikit: sanity: starting the target: sanity: connecting to the driver: driver not ready") {
+		t.Errorf("got stderr %q, want the reason the run failed", r.stderr)
+	}
+}
+
 // TestSanityBadConfig: bad configuration is refused before any case runs.
 func TestSanityBadConfig(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "bad.yaml")

@@ -58,6 +58,9 @@ type sanityConfig struct {
 	// RestartCommand is run with sh -c to restart the driver on its state
 	// (the Restart area); csikit then waits until the endpoint serves.
 	RestartCommand string `json:"restartCommand,omitempty"`
+	// BackendObjectsCommand is run with sh -c to list the driver's backend
+	// objects, one a line (sanity.Config.BackendObjects).
+	BackendObjectsCommand string `json:"backendObjectsCommand,omitempty"`
 }
 
 // sanityFlags binds a flag for every sanityConfig field; apply copies the
@@ -71,6 +74,7 @@ type sanityFlags struct {
 	idempotent, concurrency             int
 	attachLimit                         bool
 	baseDir, driverLog, restartCommand  string
+	backendObjects                      string
 	skip                                mapFlag
 }
 
@@ -91,8 +95,9 @@ func (f *sanityFlags) add(fs *flag.FlagSet) {
 	fs.IntVar(&f.concurrency, "concurrency", 0, "goroutines of the concurrency cases (default 8)")
 	fs.BoolVar(&f.attachLimit, "test-attach-limit", false, "publish volumes up to max_volumes_per_node and expect the next ControllerPublishVolume to fail")
 	fs.StringVar(&f.baseDir, "base-dir", "", "`DIR` for staging and target paths, seen under the same path by the driver (default a new temporary directory)")
-	fs.Var(f.skip, "skip-case", "skip the case `PATH=REASON` (a case path, or a prefix ending in /, e.g. mount/Restart/=no restart) (repeatable)")
+	fs.Var(f.skip, "skip-case", "`PATH=REASON`: skip the case at PATH, or every case below a PATH ending in / (e.g. mount/Restart/=no restart), reporting REASON (repeatable)")
 	fs.StringVar(&f.driverLog, "driver-log", "", "`FILE` the driver logs to, searched for secret values (without it the SecretLogs log case is skipped)")
+	fs.StringVar(&f.backendObjects, "backend-objects-command", "", "shell `COMMAND` printing the driver's backend objects, one a line (volumes, snapshots, records: e.g. ls /var/lib/mydriver/volumes); every case that leaves one behind fails, and so does the run (without it nothing is checked)")
 	fs.StringVar(&f.restartCommand, "restart-command", "", "shell `COMMAND` that restarts the driver on its state, for the Restart area (without it the area is skipped)")
 }
 
@@ -134,6 +139,8 @@ func (f *sanityFlags) apply(c *sanityConfig) {
 			c.DriverLog = f.driverLog
 		case "restart-command":
 			c.RestartCommand = f.restartCommand
+		case "backend-objects-command":
+			c.BackendObjectsCommand = f.backendObjects
 		}
 	})
 }
@@ -274,6 +281,25 @@ func (c sanityConfig) harnessConfig() (sanity.Config, error) {
 				return fmt.Errorf("restart command %q: %v\n%s", cmdline, err, b)
 			}
 			return nil
+		}
+	}
+	if c.BackendObjectsCommand != "" {
+		cmdline := c.BackendObjectsCommand
+		out.BackendObjects = func(ctx context.Context) ([]string, error) {
+			cmd := exec.CommandContext(ctx, "sh", "-c", cmdline)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			b, err := cmd.Output()
+			if err != nil {
+				return nil, fmt.Errorf("backend objects command %q: %v\n%s", cmdline, err, stderr.String())
+			}
+			var objs []string
+			for _, l := range strings.Split(string(b), "\n") {
+				if l = strings.TrimSpace(l); l != "" {
+					objs = append(objs, l)
+				}
+			}
+			return objs, nil
 		}
 	}
 	return out, nil

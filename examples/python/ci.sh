@@ -2,8 +2,8 @@
 # CI for examples/python: installs Debian's Python gRPC packages (when
 # missing), then runs cmd/csikit's TestPythonDriver, which generates the
 # stubs from the spec's csi.proto (gen.sh), starts the driver and runs
-# `csikit sanity` against it twice: correct (must pass) and with its
-# planted bug (must fail, naming the cases). Root: the driver bind-mounts.
+# `csikit sanity` against it three times: correct (must pass) and with
+# each planted bug (must fail, naming the cases). Root: the driver bind-mounts.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export PATH="$PATH:/usr/local/go/bin"

@@ -5,9 +5,10 @@ with bind mounts. Identity, Node, and just enough Controller
 (CREATE_DELETE_VOLUME) for the harness to have volumes to stage.
 
 Its stubs come from the CSI spec's csi.proto (gen.sh); --stubs names their
-directory. CSI_PY_BUG=unpublish-notfound plants a bug: NodeUnpublishVolume
-answers NotFound for a target that is not published, where the spec wants
-OK (it must be idempotent), which `csikit sanity` must catch.
+directory. CSI_PY_BUG plants a bug `csikit sanity` must catch:
+unpublish-notfound makes NodeUnpublishVolume answer NotFound for a target
+that is not published, where the spec wants OK (it must be idempotent);
+delete-leaks makes DeleteVolume forget a volume but keep its directory.
 """
 import argparse, hashlib, json, logging, os, signal, subprocess, sys, threading
 from concurrent import futures
@@ -136,7 +137,8 @@ class Driver:
             if self.load("volumes", req.volume_id) is not None:
                 if self.load("staged", req.volume_id):
                     abort(ctx, "FAILED_PRECONDITION", "volume %s is staged on a node" % req.volume_id)
-                subprocess.run(["rm", "-rf", "--one-file-system", self.data_dir(req.volume_id)], check=True)
+                if self.bug != "delete-leaks":  # the other planted bug
+                    subprocess.run(["rm", "-rf", "--one-file-system", self.data_dir(req.volume_id)], check=True)
                 self.drop("volumes", req.volume_id)
         return pb.DeleteVolumeResponse()
 
@@ -262,7 +264,9 @@ def main():
     else:
         server.add_insecure_port(a.endpoint[len("tcp://"):])
     server.start()
-    log.info("serving %s on %s (planted bug: %s)", a.driver_name, a.endpoint, d.bug or "none")
+    from google.protobuf.internal import api_implementation
+    log.info("serving %s on %s (protobuf %s implementation; planted bug: %s)",
+             a.driver_name, a.endpoint, api_implementation.Type(), d.bug or "none")
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())
