@@ -20,11 +20,14 @@
 // needs one); command runs external tools (process-group kill, separate
 // streams, secrets on stdin); NodeGetVolumeStats
 // answers are built by stats, volume-health entries by health, and
-// Prometheus metrics with /metrics and /healthz are served by metrics.
-// runner runs a driver's parts under one context, capacity turns a
+// Prometheus metrics (the /metrics handler) by metrics. runner runs a
+// driver's parts under one context (runner.NewDriver: the CSI server,
+// kubelet registration, the sweep, and one HTTP server for /metrics and
+// the named checks of /healthz and /readyz), capacity turns a
 // CapacityRange into a size, topology selects accessible topology, the k8s
 // packages (k8s/registration, k8s/keys, k8s/csidriver) speak Kubernetes'
-// conventions, csitest serves a driver in-process or runs its binary for its tests, and
+// conventions, csitest serves a driver in-process or runs its binary for its tests
+// (csitest/vmtest runs the tests that need a stock kernel in a VM), and
 // sanity is the conformance harness (sanity/kube, a module of its own, runs
 // it against a real control plane); the command cmd/csikit calls, checks
 // and runs the harness against a driver in any language by its endpoint.

@@ -233,7 +233,7 @@ func (s *Server) shutdown() {
 // (journal.HealthReporter), else the driver's Prober when it has one
 // and Options.Disable does not list it, else ready. It skips the
 // interceptors (no request log line, no call metrics). It lets a /healthz
-// handler (metrics.IdentityProbe) share the driver's readiness.
+// handler (runner.ProbeCheck) share the driver's readiness.
 func (s *Server) Probe(ctx context.Context, req *csi.ProbeRequest) (*csi.ProbeResponse, error) {
 	resp, err := s.rpcs[csi.Identity_Probe_FullMethodName].unary(ctx, req)
 	if err != nil {
@@ -241,6 +241,12 @@ func (s *Server) Probe(ctx context.Context, req *csi.ProbeRequest) (*csi.ProbeRe
 	}
 	return resp.(*csi.ProbeResponse), nil
 }
+
+// JournalErr reports whether Options.Journal takes writes: nil while it
+// does or when it reports nothing (journal.HealthReporter), else
+// FailedPrecondition with the journal's reason, as Probe answers then.
+// runner.NewDriver serves it as the "journal" health check.
+func (s *Server) JournalErr() error { return journalHealthy(s) }
 
 // driverInterfaces are the interfaces Options.Disable may name.
 func driverInterfaces() map[reflect.Type]bool {

@@ -79,7 +79,9 @@ func run(ctx context.Context, logger *slog.Logger, endpoint, state, nodeID strin
 	if err != nil {
 		return err
 	}
-	g := runner.New(runner.Options{Logger: logger})
-	g.Add("csi", runner.Func(func(ctx context.Context) error { return srv.ListenAndServe(ctx, endpoint) }))
-	return g.Run(ctx)
+	r, err := runner.NewDriver(runner.DriverOptions{Server: srv, Endpoint: endpoint, Logger: logger})
+	if err != nil {
+		return err
+	}
+	return r.Run(ctx)
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/csikit/csikit/capacity"
 	"github.com/csikit/csikit/journal"
 )
 
@@ -59,30 +60,16 @@ func (d *Driver) volumeIO(ctx context.Context, creds Credentials, pool int64) (*
 	return io, name, done, nil
 }
 
-// sizeFor picks the image size for a capacity range.
+// sizeFor picks the image size for a capacity range (capacity.Size): whole
+// MiB, at least minSize (a clone's source), minSize or else
+// defaultVolumeSize when the range sets no requirement, at most
+// MaxVolumeSize.
 func (d *Driver) sizeFor(cr *csi.CapacityRange, minSize int64) (int64, error) {
-	req, lim := cr.GetRequiredBytes(), cr.GetLimitBytes()
-	if req > d.opts.MaxVolumeSize {
-		return 0, status.Errorf(codes.OutOfRange, "required %d bytes is more than the maximum volume size of %d bytes", req, d.opts.MaxVolumeSize)
+	def := int64(defaultVolumeSize)
+	if minSize > 0 {
+		def = minSize
 	}
-	size := max(req, minSize)
-	if size == 0 {
-		size = defaultVolumeSize
-	}
-	size = (size + sizeAlign - 1) / sizeAlign * sizeAlign
-	if lim > 0 && size > lim {
-		if minSize > lim {
-			return 0, status.Errorf(codes.OutOfRange, "the source is %d bytes, more than the limit of %d bytes", minSize, lim)
-		}
-		if req > lim {
-			return 0, status.Errorf(codes.OutOfRange, "required %d bytes is more than the limit of %d bytes", req, lim)
-		}
-		size = max(req, minSize, lim/sizeAlign*sizeAlign)
-		if size == 0 || size > lim {
-			return 0, status.Errorf(codes.OutOfRange, "no whole MiB fits between %d and %d bytes", req, lim)
-		}
-	}
-	return size, nil
+	return capacity.Size(cr, capacity.Options{Default: def, Min: minSize, Max: d.opts.MaxVolumeSize, Granularity: sizeAlign})
 }
 
 // featureNeeds are the features each optional feature needs (librbd's

@@ -1,6 +1,6 @@
 //go:build linux
 
-package main_test
+package driver_test
 
 import (
 	"bytes"
@@ -23,9 +23,9 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/csikit/csikit"
+	"github.com/csikit/csikit/csitest/vmtest"
 	"github.com/csikit/csikit/examples/hostpath/driver"
 	"github.com/csikit/csikit/fstree"
-	"github.com/csikit/csikit/internal/vmtest"
 )
 
 // The crash child: the test binary re-executed with these variables set

@@ -1,6 +1,6 @@
 //go:build linux
 
-package main_test
+package driver_test
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/block"
+	"github.com/csikit/csikit/csitest"
 	"github.com/csikit/csikit/examples/hostpath/driver"
-	"github.com/csikit/csikit/internal/testenv"
 	"github.com/csikit/csikit/mount"
 )
 
@@ -48,14 +48,14 @@ func unmountAtCleanup(t *testing.T, paths ...string) {
 // must work at once, and a later correct stage must work.
 func TestFailedStageLeavesNothing(t *testing.T) {
 	needRoot(t)
-	testenv.RequireCommand(t, "mkfs.ext4", "e2fsprogs")
+	csitest.RequireCommand(t, "mkfs.ext4", "e2fsprogs")
 	dir := shortDir(t, "hpst")
 	state := filepath.Join(dir, "state")
 	s := serve(t, dir, driver.Options{StateDir: state})
 	ctx := context.Background()
 	for _, fsType := range []string{"ext4", "xfs"} {
 		t.Run(fsType, func(t *testing.T) {
-			testenv.RequireCommand(t, "mkfs."+fsType, map[string]string{"ext4": "e2fsprogs", "xfs": "xfsprogs"}[fsType])
+			csitest.RequireCommand(t, "mkfs."+fsType, map[string]string{"ext4": "e2fsprogs", "xfs": "xfsprogs"}[fsType])
 			id := createVol(t, s, "fs-"+fsType, 300<<20, capFor(false, fsType), nil)
 			img := filepath.Join(state, "images", id+".img")
 			marker := filepath.Join(state, "images", id+".staged")
@@ -256,7 +256,7 @@ func TestDirStageChecksCapability(t *testing.T) {
 // its source is — unless staged with nouuid, as mount.Stage does.
 func TestXFSCloneStagesBesideSource(t *testing.T) {
 	needRoot(t)
-	testenv.RequireCommand(t, "mkfs.xfs", "xfsprogs")
+	csitest.RequireCommand(t, "mkfs.xfs", "xfsprogs")
 	dir := shortDir(t, "hpxc")
 	state := filepath.Join(dir, "state")
 	s := serve(t, dir, driver.Options{StateDir: state})
@@ -290,7 +290,7 @@ func TestXFSCloneStagesBesideSource(t *testing.T) {
 // an Internal error at NodeStageVolume.
 func TestSmallFileSystemVolumes(t *testing.T) {
 	needRoot(t)
-	testenv.RequireCommand(t, "mkfs.xfs", "xfsprogs")
+	csitest.RequireCommand(t, "mkfs.xfs", "xfsprogs")
 	min, err := mount.New(mount.Options{}).MinSize(context.Background(), "xfs")
 	if err != nil {
 		t.Fatal(err)

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/csikit/csikit/csitest/vmtest"
 	"github.com/csikit/csikit/internal/testenv"
-	"github.com/csikit/csikit/internal/vmtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(vmtest.Main(m)) }

@@ -1,11 +1,11 @@
 //go:build linux
 
-package main_test
+package driver_test
 
 import (
 	"context"
 	"fmt"
-	"github.com/csikit/csikit/internal/testenv"
+	"github.com/csikit/csikit/csitest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -28,7 +28,7 @@ import (
 func benchDriver(b *testing.B) (*grpc.ClientConn, string) {
 	b.Helper()
 	if os.Geteuid() != 0 {
-		testenv.Skip(b, "needs root: the driver mounts")
+		csitest.Skip(b, "needs root: the driver mounts")
 	}
 	dir, err := os.MkdirTemp("", "hpb")
 	if err != nil {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package main_test
+package driver_test
 
 import (
 	"context"
@@ -16,8 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/csikit/csikit/block"
+	"github.com/csikit/csikit/csitest"
 	"github.com/csikit/csikit/examples/hostpath/driver"
-	"github.com/csikit/csikit/internal/testenv"
 )
 
 // healthOf returns the volume's conditions as sorted "STATUS/Reason"
@@ -118,7 +118,7 @@ func TestVolumeHealth(t *testing.T) {
 	})
 
 	t.Run("filesystem read-only after errors", func(t *testing.T) {
-		testenv.RequireCommand(t, "mkfs.ext4", "e2fsprogs")
+		csitest.RequireCommand(t, "mkfs.ext4", "e2fsprogs")
 		id := createVol(t, s, "fs-ro", 16<<20, capFor(false, "ext4"), nil)
 		detachAtCleanup(t, filepath.Join(state, "images", id+".img"))
 		staging, target := stagePublish(t, s, dir, id, capFor(false, "ext4"))
@@ -129,7 +129,7 @@ func TestVolumeHealth(t *testing.T) {
 		}
 		trigger := filepath.Join("/sys/fs/ext4", filepath.Base(dev), "trigger_fs_error")
 		if _, err := os.Stat(trigger); err != nil {
-			testenv.Skipf(t, "needs ext4's %s to inject an error: %v", trigger, err)
+			csitest.Skip(t, fmt.Sprintf("needs ext4's %s to inject an error: %v", trigger, err))
 		}
 		if err := os.WriteFile(trigger, []byte("1"), 0o200); err != nil {
 			t.Fatalf("injecting an ext4 error: %v", err)
@@ -146,7 +146,7 @@ func TestVolumeHealth(t *testing.T) {
 			if block {
 				fsType = ""
 			} else {
-				testenv.RequireCommand(t, "mkfs.ext4", "e2fsprogs")
+				csitest.RequireCommand(t, "mkfs.ext4", "e2fsprogs")
 			}
 			id := createVol(t, s, fmt.Sprintf("trunc-%v", block), 16<<20, capFor(block, fsType), nil)
 			img := filepath.Join(state, "images", id+".img")
@@ -170,7 +170,7 @@ func deadFUSE(t *testing.T, dir string) {
 	t.Helper()
 	fd, err := unix.Open("/dev/fuse", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
-		testenv.Skipf(t, "needs /dev/fuse: %v", err)
+		csitest.Skip(t, fmt.Sprintf("needs /dev/fuse: %v", err))
 	}
 	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=0,group_id=0", fd)
 	err = unix.Mount("csikit-test", dir, "fuse.csikit-test", unix.MS_NOSUID|unix.MS_NODEV, opts)

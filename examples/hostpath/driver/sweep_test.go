@@ -1,6 +1,6 @@
 //go:build linux
 
-package main_test
+package driver_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/csikit/csikit/internal/testenv"
+	"github.com/csikit/csikit/csitest"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
@@ -27,7 +27,7 @@ import (
 // young, committed, or still mounted.
 func TestSweepAbandoned(t *testing.T) {
 	if os.Geteuid() != 0 {
-		testenv.Skip(t, "needs root: the driver mounts")
+		csitest.Skip(t, "needs root: the driver mounts")
 	}
 	dir, err := os.MkdirTemp("", "hpsw") // short: socket paths are limited
 	if err != nil {

@@ -1,6 +1,6 @@
 //go:build linux
 
-package main_test
+package driver_test
 
 import (
 	"bytes"
@@ -21,9 +21,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/csikit/csikit/block"
+	"github.com/csikit/csikit/csitest"
+	"github.com/csikit/csikit/csitest/vmtest"
 	"github.com/csikit/csikit/examples/hostpath/driver"
-	"github.com/csikit/csikit/internal/testenv"
-	"github.com/csikit/csikit/internal/vmtest"
 	"github.com/csikit/csikit/quota"
 )
 
@@ -32,10 +32,8 @@ import (
 // and ext4 need; true means it ran there and the caller returns.
 func inQuotaVM(t *testing.T) bool {
 	t.Helper()
-	for _, o := range []string{"CONFIG_QUOTA", "CONFIG_XFS_QUOTA", "CONFIG_QFMT_V2"} {
-		if v, ok := testenv.KernelOption(o); ok && v == "" {
-			return vmtest.Delegate(t, vmOptions)
-		}
+	if vmtest.KernelLacks("CONFIG_QUOTA", "CONFIG_XFS_QUOTA", "CONFIG_QFMT_V2") {
+		return vmtest.Delegate(t, vmOptions)
 	}
 	return false
 }
@@ -46,12 +44,12 @@ func inQuotaVM(t *testing.T) bool {
 func quotaFS(t *testing.T, fstype, opts string) string {
 	t.Helper()
 	needRoot(t)
-	testenv.RequireCommand(t, "mkfs."+fstype, map[string]string{"xfs": "xfsprogs", "ext4": "e2fsprogs"}[fstype])
+	csitest.RequireCommand(t, "mkfs."+fstype, map[string]string{"xfs": "xfsprogs", "ext4": "e2fsprogs"}[fstype])
 	if opts != "" || fstype == "ext4" {
 		if fstype == "xfs" {
-			testenv.SkipWithoutKernelOption(t, "CONFIG_XFS_QUOTA", "xfs project quotas")
+			csitest.SkipWithoutKernelOption(t, "CONFIG_XFS_QUOTA", "xfs project quotas")
 		} else {
-			testenv.SkipWithoutKernelOption(t, "CONFIG_QFMT_V2", "ext4's quota feature")
+			csitest.SkipWithoutKernelOption(t, "CONFIG_QFMT_V2", "ext4's quota feature")
 		}
 	}
 	tmp := t.TempDir()

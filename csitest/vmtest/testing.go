@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/csikit/csikit/internal/testenv"
 )
 
 // InGuest reports whether this process runs in a vmtest guest.
@@ -197,4 +199,17 @@ func (l *lineLogger) flush() {
 		l.t.Log("vm| " + l.buf.String())
 		l.buf.Reset()
 	}
+}
+
+// KernelLacks reports whether the running kernel was provably built
+// without one of the named options (CONFIG_…), as /proc/config.gz or
+// /boot/config-$(uname -r) says: the test then needs the VM. An option the
+// kernel's config cannot tell about does not count.
+func KernelLacks(options ...string) bool {
+	for _, o := range options {
+		if v, ok := testenv.KernelOption(o); ok && v == "" {
+			return true
+		}
+	}
+	return false
 }
