@@ -75,9 +75,13 @@ type Options struct {
 	// Clone advertises CLONE_VOLUME and accepts volumes as CreateVolume
 	// content sources.
 	Clone bool
-	// ReadOnlyPublish advertises PUBLISH_READONLY.
+	// ReadOnlyPublish advertises PUBLISH_READONLY, a capability of
+	// ControllerPublishVolume: NewServer refuses it for a controller that
+	// does not serve that RPC (a node needs no option to honour a
+	// request's readonly field).
 	ReadOnlyPublish bool
-	// ListPublishedNodes advertises LIST_VOLUMES_PUBLISHED_NODES.
+	// ListPublishedNodes advertises LIST_VOLUMES_PUBLISHED_NODES; NewServer
+	// refuses it for a controller that does not serve ListVolumes.
 	ListPublishedNodes bool
 	// SingleNodeMultiWriter advertises SINGLE_NODE_MULTI_WRITER on the
 	// controller and node services (alpha in v1.14: needs Alpha).

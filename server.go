@@ -104,6 +104,11 @@ func NewServer(driver any, opts Options) (*Server, error) {
 	if s.servesService(csi.Controller_ServiceDesc.ServiceName) && !s.served[csi.Controller_ValidateVolumeCapabilities_FullMethodName] {
 		return nil, fmt.Errorf("csikit: driver %T is a controller plugin but cannot answer ValidateVolumeCapabilities, which the CSI spec requires of every controller: implement csikit.VolumeLookup (LookupVolume(ctx, volumeID) error: NotFound for an unknown volume; csikit then confirms capabilities from Options) or csikit.CapabilityValidator", driver)
 	}
+	if ctrl := s.servesService(csi.Controller_ServiceDesc.ServiceName); ctrl && opts.ReadOnlyPublish && !s.served[csi.Controller_ControllerPublishVolume_FullMethodName] {
+		return nil, fmt.Errorf("csikit: Options.ReadOnlyPublish advertises PUBLISH_READONLY, a ControllerPublishVolume capability, but driver %T does not serve ControllerPublishVolume (implement csikit.ControllerPublisher, or drop the option: a node enforces a readonly publish from the request's readonly field without it)", driver)
+	} else if ctrl && opts.ListPublishedNodes && !s.served[csi.Controller_ListVolumes_FullMethodName] {
+		return nil, fmt.Errorf("csikit: Options.ListPublishedNodes advertises LIST_VOLUMES_PUBLISHED_NODES, but driver %T does not serve ListVolumes (implement csikit.VolumeLister, or drop the option)", driver)
+	}
 	s.caps = s.deriveCapabilities()
 	s.vcfg = validationConfig(&opts, implements[Snapshotter](s), &s.caps)
 

@@ -278,7 +278,7 @@ func (d *Driver) publish(ctx context.Context, v *volume, r *csi.NodePublishVolum
 	if v.Kind == kindFS {
 		// The stage mounted the filesystem with every flag; the publish
 		// bind repeats the per-mount ones.
-		flags = bindFlags(flags)
+		flags = mount.BindFlags(flags)
 	}
 	// A directory volume's flags all go to the bind, which refuses those
 	// it cannot apply (INVALID_ARGUMENT, mount.CheckBindFlags).
@@ -286,18 +286,6 @@ func (d *Driver) publish(ctx context.Context, v *volume, r *csi.NodePublishVolum
 		Source: r.GetStagingTargetPath(), Target: r.GetTargetPath(), ReadOnly: ro,
 		MountFlags: flags,
 	})
-}
-
-// bindFlags keeps the flags a bind mount can take, per mount (the others
-// belong to the filesystem, which the stage mounted with them).
-func bindFlags(flags []string) []string {
-	var out []string
-	for _, f := range flags {
-		if mount.CheckBindFlags([]string{f}) == nil {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 // publishEphemeral creates an inline ephemeral volume and publishes it.

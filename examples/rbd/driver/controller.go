@@ -15,6 +15,7 @@ import (
 
 	"github.com/csikit/csikit/capacity"
 	"github.com/csikit/csikit/journal"
+	"github.com/csikit/csikit/mount"
 )
 
 const (
@@ -229,7 +230,11 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 	src := r.GetVolumeContentSource()
 	var size int64
 	if src == nil {
-		size, err = d.createBlank(io, id, r.GetCapacityRange(), opts, r.GetParameters())
+		var fs string
+		var fsMin int64
+		if fs, fsMin, err = d.fsMinimum(ctx, fsType, r.GetVolumeCapabilities()); err == nil {
+			size, err = d.createBlank(io, id, r.GetCapacityRange(), fs, fsMin, opts, r.GetParameters())
+		}
 	} else {
 		size, err = d.createClone(ctx, creds, io, id, src, r, opts)
 	}
@@ -273,10 +278,17 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 // exists (an open costs librbd a dozen RADOS ops and a copy of its whole
 // configuration); a retry, or a second replica racing on the same
 // reservation, finds the name taken and answers the image made.
-func (d *Driver) createBlank(io *rados.IOContext, id volumeID, cr *csi.CapacityRange, opts *rbd.ImageOptions, params map[string]string) (int64, error) {
+func (d *Driver) createBlank(io *rados.IOContext, id volumeID, cr *csi.CapacityRange, fs string, fsMin int64, opts *rbd.ImageOptions, params map[string]string) (int64, error) {
 	size, err := d.sizeFor(cr, 0)
 	if err != nil {
 		return 0, err
+	}
+	if size < fsMin {
+		// Grown to what the node's mkfs formats, within the limit, else
+		// OutOfRange naming the minimum: refused here, not at stage.
+		if size, err = mount.FitSize(fs, size, cr.GetLimitBytes(), fsMin); err != nil {
+			return 0, err
+		}
 	}
 	create := func() error { return rbd.CreateImage(io, id.image(), uint64(size), opts) }
 	err = create()
@@ -360,6 +372,35 @@ func (d *Driver) settle(io *rados.IOContext, name string, make func() error) err
 		return err
 	}
 	return make()
+}
+
+// fsMinimum is the file system a mount volume of caps will be staged
+// with (as stageFS picks it: fs_type, else the fsType parameter, else
+// ext4) that needs the largest device, and that size (mount.MinSize: what
+// mkfs formats here; xfs 300 MiB). Block-only volumes need none. A
+// controller without the mkfs to ask cannot tell, and creates the size
+// asked; the node's stage then names mkfs's refusal.
+func (d *Driver) fsMinimum(ctx context.Context, param string, caps []*csi.VolumeCapability) (string, int64, error) {
+	var fs string
+	var most int64
+	for _, c := range caps {
+		if c.GetMount() == nil {
+			continue
+		}
+		t, _ := stageFS(c.GetMount(), map[string]string{ParamFsType: param})
+		n, err := d.mounter.MinSize(ctx, t)
+		if ctx.Err() != nil {
+			return "", 0, err
+		}
+		if err != nil {
+			d.opts.Logger.WarnContext(ctx, "cannot tell the smallest device mkfs formats; creating the size asked", "fsType", t, "error", err)
+			continue
+		}
+		if n > most {
+			fs, most = t, n
+		}
+	}
+	return fs, most, nil
 }
 
 // fsNames are the file systems mount volumes may have.
