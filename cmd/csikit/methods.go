@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -155,7 +156,7 @@ func distance(a, b string) int {
 // /path or tcp://host:port). It connects lazily: an unreachable driver
 // shows as Unavailable on the first call.
 func dial(ep string) (*grpc.ClientConn, error) {
-	network, addr, err := endpoint.Parse(ep)
+	network, addr, err := endpoint.Parse(absEndpoint(ep))
 	if err != nil {
 		return nil, err
 	}
@@ -164,6 +165,19 @@ func dial(ep string) (*grpc.ClientConn, error) {
 		target = "unix://" + addr
 	}
 	return grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+}
+
+// absEndpoint makes a relative socket path (run/csi.sock, as a user types
+// it at a shell) absolute; endpoint.Parse, like a CO, takes absolute ones
+// only. Endpoints with a scheme are left as they are.
+func absEndpoint(ep string) string {
+	if ep == "" || strings.Contains(ep, "://") || filepath.IsAbs(ep) {
+		return ep
+	}
+	if abs, err := filepath.Abs(ep); err == nil {
+		return abs
+	}
+	return ep
 }
 
 // invoke calls m with req on conn. A unary response is passed to each
