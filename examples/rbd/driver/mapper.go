@@ -1,6 +1,7 @@
 package driver
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -126,12 +127,12 @@ func (m *krbdMapper) Map(ctx context.Context, img Image) (string, error) {
 	if err != nil {
 		return "", runErr(err, out, "rbd device map")
 	}
-	dev := strings.TrimSpace(string(out))
-	if !strings.HasPrefix(dev, "/dev/rbd") {
+	dev := deviceLine(out, "/dev/rbd")
+	if dev == "" {
 		if d, ok, ferr := m.Find(ctx, img); ferr == nil && ok {
 			return d, nil
 		}
-		return "", status.Errorf(codes.Internal, "rbd device map printed %q, not a device", dev)
+		return "", status.Errorf(codes.Internal, "rbd device map printed %q, not a device", strings.TrimSpace(string(out)))
 	}
 	return dev, nil
 }
@@ -190,7 +191,27 @@ func (m *nbdMapper) Map(ctx context.Context, img Image) (string, error) {
 	if err != nil {
 		return "", runErr(err, out, "rbd-nbd map")
 	}
-	return strings.TrimSpace(string(out)), nil
+	dev := deviceLine(out, "/dev/nbd")
+	if dev == "" {
+		if d, ok, ferr := m.Find(ctx, img); ferr == nil && ok {
+			return d, nil
+		}
+		return "", status.Errorf(codes.Internal, "rbd-nbd map printed %q, not a device", strings.TrimSpace(string(out)))
+	}
+	return dev, nil
+}
+
+// deviceLine is the first line of a map tool's output that names a
+// device (starts with prefix). The output holds stderr too (after
+// stdout, as mount.ExecRunner gives it): warnings such as "did not load
+// config file" on a node without /etc/ceph/ceph.conf.
+func deviceLine(out []byte, prefix string) string {
+	for _, l := range strings.Split(string(out), "\n") {
+		if l = strings.TrimSpace(l); strings.HasPrefix(l, prefix) && !strings.ContainsAny(l, " \t") {
+			return l
+		}
+	}
+	return ""
 }
 
 func (m *nbdMapper) Find(ctx context.Context, img Image) (string, bool, error) {
@@ -198,8 +219,9 @@ func (m *nbdMapper) Find(ctx context.Context, img Image) (string, bool, error) {
 	if err != nil {
 		return "", false, runErr(err, out, "rbd-nbd list-mapped")
 	}
+	// The JSON is stdout; stderr's warnings may follow it.
 	var list []struct{ Pool, Image, Snap, Device string }
-	if err := json.Unmarshal(out, &list); err != nil {
+	if err := json.NewDecoder(bytes.NewReader(out)).Decode(&list); err != nil {
 		return "", false, status.Errorf(codes.Internal, "rbd-nbd list-mapped: %v", err)
 	}
 	for _, e := range list {
