@@ -2,7 +2,9 @@
 #   go run ./examples/hostpath   runs the reference driver on its defaults
 #   make test                    sets the machine up and runs the main module's tests
 #
-# make test is `go test ./...` in the main module: every csikit package and
+# make test is `go test ./...` in the main module, with GOWORK=off (exactly
+# the root's go.mod, as a vendor gets it; go.work, the workspace of every
+# module, is for the nested ones): every csikit package and
 # examples/hostpath, examples/minimal, examples/tmpfs. It does not reach the
 # nested modules below (each has a go.mod of its own, so ./... stops at it)
 # and says so when it ends. Each needs heavy setup, installs packages
@@ -14,20 +16,24 @@
 #                       minutes the first time, then cached)
 #   make test-upstream  sanity/upstream: upstream csi-driver-host-path, built
 #                       from the Go module proxy
+#   make test-tools     tools: the release tooling (modproxy, apicheck)
 #   make test-all       make test, then the three above
+# and, lighter, one that needs Debian's Python gRPC packages (apt-get):
+#   make python-sanity  csikit sanity against examples/python, a driver in
+#                       Python, correct and with each of its planted bugs
 # Tool modules below them (sanity/kube/runtime, sanity/upstream/hostpath)
 # are built by their parent's run.
 GO ?= go
 GOTESTFLAGS ?=
-NESTED_MODULES := examples/rbd sanity/kube sanity/upstream
+NESTED_MODULES := examples/rbd sanity/kube sanity/upstream tools
 
-.PHONY: test test-rbd test-kube test-upstream test-all run setup
+.PHONY: test test-rbd test-kube test-upstream test-tools test-all python-sanity run setup
 
 setup:
 	./scripts/setup.sh
 
 test: setup
-	$(GO) test $(GOTESTFLAGS) ./...
+	GOWORK=off $(GO) test $(GOTESTFLAGS) ./...
 	@echo "make test: ran the main module's tests; not the nested modules $(NESTED_MODULES) (own go.mod, heavy setup): make test-rbd, test-kube, test-upstream or test-all"
 
 test-rbd:
@@ -39,7 +45,14 @@ test-kube:
 test-upstream:
 	sanity/upstream/ci.sh
 
-test-all: test test-rbd test-kube test-upstream
+# tools: the release tooling's own module (never released): vet and tests.
+test-tools:
+	cd tools && $(GO) vet ./... && $(GO) test $(GOTESTFLAGS) ./...
+
+test-all: test test-rbd test-kube test-upstream test-tools
+
+python-sanity:
+	examples/python/ci.sh
 
 run:
 	$(GO) run ./examples/hostpath

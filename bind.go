@@ -10,7 +10,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/csikit/csikit/csi/validation"
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/internal/grpcstream"
+	"github.com/csikit/csikit/locks"
 )
 
 // bound is a table entry bound to one server's driver.
@@ -90,9 +91,12 @@ func (s *Server) servesService(name string) bool {
 	return false
 }
 
-// lockKeys returns the table's default lock keys by full method name.
-func lockKeys() map[string]idempotency.KeyFunc {
-	out := make(map[string]idempotency.KeyFunc)
+// LockKeys returns the lock keys of every RPC that takes locks, by gRPC
+// full method name, as the RPC table says them (each entry's .locks). The
+// map is a fresh copy. A Server uses them, amended by Options.LockKeys; a
+// gRPC server of one's own passes them to idempotency.Options.Keys.
+func LockKeys() map[string]locks.KeyFunc {
+	out := make(map[string]locks.KeyFunc)
 	for i := range rpcs {
 		if rpcs[i].keys != nil {
 			out[rpcs[i].method] = rpcs[i].keys
@@ -209,21 +213,8 @@ func (s *Server) admitStream(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 	if b.validate == nil {
 		return h(srv, ss)
 	}
-	return h(srv, &validatingStream{ServerStream: ss, rule: b.validate, cfg: &s.vcfg})
-}
-
-// validatingStream validates every message the handler receives.
-type validatingStream struct {
-	grpc.ServerStream
-	rule validation.Rule
-	cfg  *validation.Config
-}
-
-func (v *validatingStream) RecvMsg(m any) error {
-	if err := v.ServerStream.RecvMsg(m); err != nil {
-		return err
-	}
-	return v.rule(m, v.cfg)
+	rule, cfg := b.validate, &s.vcfg
+	return h(srv, &grpcstream.Stream{ServerStream: ss, OnRecv: func(m any) error { return rule(m, cfg) }})
 }
 
 // unimplemented is the gate's answer for an RPC the server does not serve.

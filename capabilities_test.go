@@ -137,7 +137,7 @@ func TestCapabilitiesNodeOnly(t *testing.T) {
 func TestCapabilitiesFullDriverWithAlpha(t *testing.T) {
 	s := serve(t, &fullDriver{}, csikit.Options{
 		NodeID: "n1", Alpha: true, SingleNodeMultiWriter: true, VolumeMountGroup: true,
-		ReadOnlyPublish: true, Expansion: csikit.ExpansionOffline,
+		Expansion: csikit.ExpansionOffline,
 	})
 	ctrl := ctrlCaps(t, s)
 	for _, c := range []csi.ControllerServiceCapability_RPC_Type{
@@ -148,9 +148,8 @@ func TestCapabilitiesFullDriverWithAlpha(t *testing.T) {
 			t.Errorf("controller capabilities %v: missing %v with Alpha", ctrl, c)
 		}
 	}
-	if slices.Contains(ctrl, csi.ControllerServiceCapability_RPC_PUBLISH_READONLY) {
-		t.Errorf("PUBLISH_READONLY advertised without ControllerPublishVolume")
-	}
+	// ReadOnlyPublish without ControllerPublishVolume is refused by
+	// NewServer (TestNewServerRejectsBadOptions), no longer dropped.
 	node := nodeCaps(t, s)
 	for _, c := range []csi.NodeServiceCapability_RPC_Type{
 		csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,

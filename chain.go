@@ -3,6 +3,7 @@ package csikit
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"slices"
 
 	grpcrecovery "github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
@@ -15,6 +16,7 @@ import (
 	"github.com/csikit/csikit/csi/requestid"
 	"github.com/csikit/csikit/csi/secrets"
 	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 	"github.com/csikit/csikit/metrics"
 )
 
@@ -62,18 +64,19 @@ func (s *Server) buildChain() error {
 		}
 		m := s.metrics
 		onPanic = func(_ context.Context, method string, _ any) { m.PanicRecovered(method) }
-		if h, ok := o.Journal.(idempotency.HealthReporter); ok {
+		if h, ok := o.Journal.(journal.HealthReporter); ok {
 			if err := o.Registry.Register(journalHealthGauge(o.Name, h)); err != nil {
 				return err
 			}
 		}
 	}
+	keys := LockKeys()
+	maps.Copy(keys, o.LockKeys) // nil values: no locks (New drops them)
 	idem, err := idempotency.New(idempotency.Options{
-		Journal:  o.Journal,
-		NewID:    o.NewID,
-		BaseKeys: lockKeys(),
-		Keys:     o.LockKeys,
-		Logger:   s.log,
+		Journal: o.Journal,
+		NewID:   o.NewID,
+		Keys:    keys,
+		Logger:  s.log,
 	})
 	if err != nil {
 		return err
@@ -210,10 +213,10 @@ func (s *Server) defaultLogLevel(fullMethod string, c codes.Code) slog.Level {
 }
 
 // journalHealthyName is the gauge that is 1 while Options.Journal takes
-// writes and 0 while it reports itself unable to (a poisoned FileJournal).
+// writes and 0 while it reports itself unable to (a poisoned journal.File).
 const journalHealthyName = "csikit_journal_healthy"
 
-func journalHealthGauge(driver string, h idempotency.HealthReporter) prometheus.Collector {
+func journalHealthGauge(driver string, h journal.HealthReporter) prometheus.Collector {
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name:        journalHealthyName,
 		Help:        "1 while the idempotency journal takes writes, 0 while a failed write keeps it from doing so (Probe then answers FAILED_PRECONDITION).",

@@ -161,7 +161,7 @@ func (d *nilSafeDriver) ControllerUnpublishVolume(context.Context, *csi.Controll
 	return nil, nil
 }
 
-// Server.Probe, which /healthz asks (metrics.IdentityProbe(srv)), answers
+// Server.Probe, which /healthz asks (runner.ProbeCheck(srv)), answers
 // as the gRPC Probe does: with Prober disabled both are ready although the
 // driver's own Probe fails, and with it enabled both fail.
 func TestServerProbeHonoursDisable(t *testing.T) {

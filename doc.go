@@ -11,16 +11,25 @@
 //
 // The spec-level pieces it is built from live under csi/ (csi/endpoint,
 // csi/validation, csi/secrets, csi/requestid, csi/logging, csi/recovery)
-// and can be used on any *grpc.Server; the per-volume locks and the
-// name→ID journal are in idempotency. Node helpers live in mount (with the
-// fake mount/mounttest), block, fstree and quota, and caps tells which
-// Linux capabilities the process has (online growth needs one); NodeGetVolumeStats
+// and can be used on any *grpc.Server; the per-volume locks are in locks,
+// the name→ID journal (and the KV spaces drivers keep metadata in) in
+// journal, with journal/journaltest the contract a driver's own journal is
+// held to, and the interceptor composing them in idempotency. Node helpers
+// live in mount (with the fake mount/mounttest), block, fstree and quota,
+// and caps tells which Linux capabilities the process has (online growth
+// needs one); command runs external tools (process-group kill, separate
+// streams, secrets on stdin); NodeGetVolumeStats
 // answers are built by stats, volume-health entries by health, and
-// Prometheus metrics with /metrics and /healthz are served by metrics.
-// runner runs a driver's parts under one context, capacity turns a
+// Prometheus metrics (the /metrics handler) by metrics. runner runs a
+// driver's parts under one context (runner.NewDriver: the CSI server,
+// kubelet registration, the sweep, and one HTTP server for /metrics and
+// the named checks of /healthz and /readyz), capacity turns a
 // CapacityRange into a size, topology selects accessible topology, the k8s
 // packages (k8s/registration, k8s/keys, k8s/csidriver) speak Kubernetes'
-// conventions, csitest serves a driver in-process or runs its binary for its tests, and
+// conventions, csitest serves a driver in-process or runs its binary for its tests
+// (csitest/vmtest runs the tests that need a stock kernel in a VM), and
 // sanity is the conformance harness (sanity/kube, a module of its own, runs
-// it against a real control plane). ARCHITECTURE.md maps every package.
+// it against a real control plane); the command cmd/csikit calls, checks
+// and runs the harness against a driver in any language by its endpoint.
+// ARCHITECTURE.md maps every package.
 package csikit

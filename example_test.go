@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit"
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 )
 
 // volumes is a toy controller: Provisioner, plus VolumeLookup so csikit
@@ -24,7 +24,7 @@ func (volumes) LookupVolume(_ context.Context, id string) error {
 }
 
 func (volumes) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
-	id, _ := idempotency.ReservedID(ctx) // the journal's ID: retries get the same one
+	id, _ := journal.ReservedID(ctx) // the journal's ID: retries get the same one
 	return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: id, CapacityBytes: r.GetCapacityRange().GetRequiredBytes()}}, nil
 }
 
@@ -41,7 +41,7 @@ func ExampleNewServer() {
 		Version: "v1.0.0",
 		Clone:   true,
 		Logger:  slog.New(slog.NewTextHandler(os.Stderr, nil)),
-		Journal: idempotency.NewMemoryJournal(), // use OpenFileJournal to survive restarts
+		Journal: journal.NewMemory(), // use journal.OpenFile to survive restarts
 	})
 	if err != nil {
 		fmt.Println(err)
@@ -92,4 +92,19 @@ func ExampleDefaultLogLevel() {
 	// DEBUG
 	// INFO
 	// ERROR
+}
+
+// The lock keys of the RPC table: what each call holds while it runs.
+func ExampleLockKeys() {
+	keys := csikit.LockKeys()
+	req := &csi.NodePublishVolumeRequest{VolumeId: "vol-1", TargetPath: "/pods/p/vol"}
+	for _, l := range keys[csi.Node_NodePublishVolume_FullMethodName](context.Background(), req) {
+		fmt.Println(l.Mode, l.Key.Space, l.Key.ID)
+	}
+	_, readLocks := keys[csi.Controller_ListVolumes_FullMethodName]
+	fmt.Println("ListVolumes locks:", readLocks)
+	// Output:
+	// exclusive volume vol-1
+	// exclusive target path /pods/p/vol
+	// ListVolumes locks: false
 }

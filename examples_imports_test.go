@@ -13,13 +13,16 @@ import (
 // copyableExamples are the examples a vendor may copy out of this tree
 // whole, tests included: none of their files may import a csikit
 // internal package, which Go refuses to build outside the module.
-var copyableExamples = []string{"examples/minimal", "examples/tmpfs"}
+// examples/hostpath/driver, the reference driver a vendor forks, is one:
+// its tests travel with it.
+var copyableExamples = []string{"examples/minimal", "examples/tmpfs", "examples/hostpath/driver"}
 
-// forkableDrivers are driver packages meant to be forked without their
-// tests (which still use csikit's internal test support): their code
-// itself must build outside the module. examples/rbd is a module of its
-// own and checked the same way by its own build.
-var forkableDrivers = []string{"examples/hostpath", "examples/hostpath/driver"}
+// forkableDrivers are packages meant to be copied without their tests
+// (which may still use csikit's internal test support): their code itself
+// must build outside the module. examples/hostpath's tests are the
+// binary's (flags, startup, kill -9 restarts). examples/rbd is a module of
+// its own and checked the same way by its own build.
+var forkableDrivers = []string{"examples/hostpath"}
 
 // TestCopyableExamplesImportNoInternal reads the imports of every .go file
 // (tests too) of the copyable examples and fails on a

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/csikit/csikit"
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 )
 
 // TestProbeAndMetricReportAPoisonedJournal: once the journal file fails a
@@ -25,7 +25,7 @@ import (
 // before the failure is still known.
 func TestProbeAndMetricReportAPoisonedJournal(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "journal.db")
-	j, err := idempotency.OpenFileJournal(path, idempotency.FileJournalOptions{})
+	j, err := journal.OpenFile(path, journal.FileOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

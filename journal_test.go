@@ -9,15 +9,15 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/csikit/csikit"
-	"github.com/csikit/csikit/idempotency"
 	"github.com/csikit/csikit/internal/testenv"
+	"github.com/csikit/csikit/journal"
 )
 
 // idDriver creates volumes under the journal's reserved ID, as the
 // idempotency package asks drivers to.
 func idDriver(t *testing.T) *ctrlDriver {
 	return &ctrlDriver{create: func(ctx context.Context, r *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
-		id, ok := idempotency.ReservedID(ctx)
+		id, ok := journal.ReservedID(ctx)
 		if !ok {
 			t.Errorf("CreateVolume(%q): no reserved ID in the context", r.GetName())
 			id = "vol-unreserved"
@@ -27,7 +27,7 @@ func idDriver(t *testing.T) *ctrlDriver {
 }
 
 func TestJournalMakesCreateIdempotent(t *testing.T) {
-	j, err := idempotency.OpenFileJournal(filepath.Join(t.TempDir(), "journal.db"), idempotency.FileJournalOptions{})
+	j, err := journal.OpenFile(filepath.Join(t.TempDir(), "journal.db"), journal.FileOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
+
+	"github.com/csikit/csikit/locks"
 )
 
 // VolumeMode is a set of volume access types a driver supports.
@@ -73,9 +75,13 @@ type Options struct {
 	// Clone advertises CLONE_VOLUME and accepts volumes as CreateVolume
 	// content sources.
 	Clone bool
-	// ReadOnlyPublish advertises PUBLISH_READONLY.
+	// ReadOnlyPublish advertises PUBLISH_READONLY, a capability of
+	// ControllerPublishVolume: NewServer refuses it for a controller that
+	// does not serve that RPC (a node needs no option to honour a
+	// request's readonly field).
 	ReadOnlyPublish bool
-	// ListPublishedNodes advertises LIST_VOLUMES_PUBLISHED_NODES.
+	// ListPublishedNodes advertises LIST_VOLUMES_PUBLISHED_NODES; NewServer
+	// refuses it for a controller that does not serve ListVolumes.
 	ListPublishedNodes bool
 	// SingleNodeMultiWriter advertises SINGLE_NODE_MULTI_WRITER on the
 	// controller and node services (alpha in v1.14: needs Alpha).
@@ -112,24 +118,24 @@ type Options struct {
 	LogLevel func(fullMethod string, code codes.Code) slog.Level
 	// Registry, when set, gets the csi_plugin_operations_seconds histogram
 	// and the other server metrics, and csikit_journal_healthy (1 or 0)
-	// when Journal reports its health (idempotency.HealthReporter, as
-	// FileJournal does); nil costs nothing per call.
+	// when Journal reports its health (journal.HealthReporter, as
+	// journal.File does); nil costs nothing per call.
 	Registry prometheus.Registerer
 
 	// Journal makes CreateVolume and CreateSnapshot idempotent across
 	// retries and restarts: names are reserved before the driver runs and
-	// the reserved ID reaches it through idempotency.ReservedID. Nil turns
+	// the reserved ID reaches it through journal.ReservedID. Nil turns
 	// the journal off (per-volume locking stays on). A Journal that is an
-	// idempotency.HealthReporter makes Probe answer FailedPrecondition
+	// journal.HealthReporter makes Probe answer FailedPrecondition
 	// while it cannot write.
-	Journal idempotency.Journal
+	Journal journal.Journal
 	// NewID chooses IDs for journal reservations (default: random,
 	// path-safe IDs).
 	NewID func(name string) string
 	// LockKeys overrides the lock keys of some RPCs, by full method name
-	// (see idempotency.DefaultKeys); a nil function turns locking off for
+	// (see LockKeys); a nil function turns locking off for
 	// that RPC.
-	LockKeys map[string]idempotency.KeyFunc
+	LockKeys map[string]locks.KeyFunc
 
 	// SocketMode is the unix socket's mode (default 0660).
 	SocketMode os.FileMode

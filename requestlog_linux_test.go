@@ -15,8 +15,8 @@ import (
 	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/csi/logging"
 	"github.com/csikit/csikit/csi/requestid"
-	"github.com/csikit/csikit/idempotency"
 	"github.com/csikit/csikit/internal/testenv"
+	"github.com/csikit/csikit/journal"
 	"github.com/csikit/csikit/mount"
 )
 
@@ -72,7 +72,7 @@ func TestEveryLineCarriesTheRequestID(t *testing.T) {
 		shared: mount.New(mount.Options{}),
 		own:    mount.New(mount.Options{Logger: slog.New(slog.NewJSONHandler(&mountLog, debug))}),
 	}
-	s := serve(t, d, csikit.Options{NodeID: "node-1", Journal: idempotency.NewMemoryJournal(),
+	s := serve(t, d, csikit.Options{NodeID: "node-1", Journal: journal.NewMemory(),
 		Logger: slog.New(slog.NewJSONHandler(&serverLog, debug))})
 
 	dir := t.TempDir()

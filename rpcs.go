@@ -11,7 +11,8 @@ import (
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
 	"github.com/csikit/csikit/csi/validation"
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
+	"github.com/csikit/csikit/locks"
 )
 
 // rpcs is the one place the server learns about a CSI RPC. Everything the
@@ -29,13 +30,18 @@ import (
 //     from its entries (serviceDescs), so no hand-written forwarders exist;
 //   - validation: the rule of csi/validation's spec-checked table for the
 //     method (validation.Lookup), resolved once per entry;
-//   - the default lock keys: .locks (idempotency's key functions);
+//   - the lock keys: .locks names the key function (package locks) whose
+//     keys a call holds while it runs; LockKeys collects them, the Server
+//     hands them to the idempotency interceptor, Options.LockKeys amends
+//     them;
 //   - the log level of a successful call: .mutating() logs at Info, the
 //     rest (reads and the polling RPCs) at Debug.
 //
-// Adding an RPC is one entry here plus its driver interface in driver.go;
-// TestTableCoversSpec fails until every RPC of every spec service is either
-// here or in unsupported with a reason.
+// Adding an RPC is its driver interface (driver.go), one entry here and
+// its validation rule (csi/validation/table.go); ARCHITECTURE.md says
+// how. TestTableCoversSpec fails until every RPC of every spec service is
+// either here or in unsupported with a reason, TestTableInterfaces until
+// every interface with an RPC's method is an entry's.
 var rpcs = []rpc{
 	// Identity: always served, answered by csikit (Probe by the driver's
 	// Prober when it has one).
@@ -51,13 +57,13 @@ var rpcs = []rpc{
 
 	// Controller.
 	unary(csi.Controller_CreateVolume_FullMethodName, Provisioner.CreateVolume).
-		ctrl(csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME).locks(idempotency.CreateVolumeKeys).mutating(),
+		ctrl(csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME).locks(locks.CreateVolumeKeys).mutating(),
 	unary(csi.Controller_DeleteVolume_FullMethodName, Provisioner.DeleteVolume).
-		ctrl(csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME).locks(idempotency.DeleteVolumeKeys).mutating(),
+		ctrl(csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME).locks(locks.DeleteVolumeKeys).mutating(),
 	unary(csi.Controller_ControllerPublishVolume_FullMethodName, ControllerPublisher.ControllerPublishVolume).
-		ctrl(csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME).locks(idempotency.VolumeIDKeys).mutating(),
+		ctrl(csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME).locks(locks.VolumeIDKeys).mutating(),
 	unary(csi.Controller_ControllerUnpublishVolume_FullMethodName, ControllerPublisher.ControllerUnpublishVolume).
-		ctrl(csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME).locks(idempotency.VolumeIDKeys).mutating(),
+		ctrl(csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME).locks(locks.VolumeIDKeys).mutating(),
 	// Without a CapabilityValidator, csikit answers from a VolumeLookup
 	// (or the alpha VolumeGetter): NotFound from the lookup, else the
 	// capabilities confirmed against Options. NewServer refuses a
@@ -76,19 +82,19 @@ var rpcs = []rpc{
 		return &csi.ControllerGetCapabilitiesResponse{Capabilities: s.caps.Controller}, nil
 	}).serviceCapabilities(),
 	unary(csi.Controller_CreateSnapshot_FullMethodName, Snapshotter.CreateSnapshot).
-		ctrl(csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT).locks(idempotency.CreateSnapshotKeys).mutating(),
+		ctrl(csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT).locks(locks.CreateSnapshotKeys).mutating(),
 	unary(csi.Controller_DeleteSnapshot_FullMethodName, Snapshotter.DeleteSnapshot).
-		ctrl(csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT).locks(idempotency.DeleteSnapshotKeys).mutating(),
+		ctrl(csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT).locks(locks.DeleteSnapshotKeys).mutating(),
 	unary(csi.Controller_ListSnapshots_FullMethodName, SnapshotLister.ListSnapshots).
 		ctrl(csi.ControllerServiceCapability_RPC_LIST_SNAPSHOTS),
 	unary(csi.Controller_GetSnapshot_FullMethodName, SnapshotGetter.GetSnapshot).
 		ctrl(csi.ControllerServiceCapability_RPC_GET_SNAPSHOT),
 	unary(csi.Controller_ControllerExpandVolume_FullMethodName, ControllerExpander.ControllerExpandVolume).
-		ctrl(csi.ControllerServiceCapability_RPC_EXPAND_VOLUME).locks(idempotency.ExpandVolumeKeys).mutating(),
+		ctrl(csi.ControllerServiceCapability_RPC_EXPAND_VOLUME).locks(locks.ExpandVolumeKeys).mutating(),
 	unary(csi.Controller_ControllerGetVolume_FullMethodName, VolumeGetter.ControllerGetVolume).
 		ctrl(csi.ControllerServiceCapability_RPC_GET_VOLUME),
 	unary(csi.Controller_ControllerModifyVolume_FullMethodName, Modifier.ControllerModifyVolume).
-		ctrl(csi.ControllerServiceCapability_RPC_MODIFY_VOLUME).locks(idempotency.VolumeIDKeys).mutating(),
+		ctrl(csi.ControllerServiceCapability_RPC_MODIFY_VOLUME).locks(locks.VolumeIDKeys).mutating(),
 	unary(csi.Controller_ControllerGetNodeInfo_FullMethodName, ControllerNodeInfoer.ControllerGetNodeInfo).
 		ctrl(csi.ControllerServiceCapability_RPC_GET_NODE_INFO),
 
@@ -97,34 +103,34 @@ var rpcs = []rpc{
 		return &csi.GroupControllerGetCapabilitiesResponse{Capabilities: s.caps.Group}, nil
 	}).serviceCapabilities(),
 	unary(csi.GroupController_CreateVolumeGroupSnapshot_FullMethodName, GroupSnapshotter.CreateVolumeGroupSnapshot).
-		group(csi.GroupControllerServiceCapability_RPC_CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT).locks(idempotency.CreateGroupSnapshotKeys).mutating(),
+		group(csi.GroupControllerServiceCapability_RPC_CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT).locks(locks.CreateGroupSnapshotKeys).mutating(),
 	unary(csi.GroupController_DeleteVolumeGroupSnapshot_FullMethodName, GroupSnapshotter.DeleteVolumeGroupSnapshot).
-		group(csi.GroupControllerServiceCapability_RPC_CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT).locks(idempotency.DeleteGroupSnapshotKeys).mutating(),
+		group(csi.GroupControllerServiceCapability_RPC_CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT).locks(locks.DeleteGroupSnapshotKeys).mutating(),
 	unary(csi.GroupController_GetVolumeGroupSnapshot_FullMethodName, GroupSnapshotter.GetVolumeGroupSnapshot).
 		group(csi.GroupControllerServiceCapability_RPC_CREATE_DELETE_GET_VOLUME_GROUP_SNAPSHOT),
 
 	// SnapshotMetadata (server-streaming; the service is alpha in v1.14).
 	metadataStream(csi.SnapshotMetadata_GetMetadataAllocated_FullMethodName, SnapshotMetadataReader.GetMetadataAllocated,
 		(*csi.GetMetadataAllocatedRequest).GetStartingOffset, (*csi.GetMetadataAllocatedRequest).GetMaxResults, allocatedResponse).
-		locks(idempotency.SnapshotReadKeys),
+		locks(locks.SnapshotReadKeys),
 	metadataStream(csi.SnapshotMetadata_GetMetadataDelta_FullMethodName, SnapshotMetadataReader.GetMetadataDelta,
 		(*csi.GetMetadataDeltaRequest).GetStartingOffset, (*csi.GetMetadataDeltaRequest).GetMaxResults, deltaResponse).
-		locks(idempotency.SnapshotReadKeys),
+		locks(locks.SnapshotReadKeys),
 
 	// Node. NodePublisher makes a node plugin; the node's capability RPC
 	// and NodeGetInfo are served for node plugins only.
 	unary(csi.Node_NodeStageVolume_FullMethodName, NodeStager.NodeStageVolume).
-		node(csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME).locks(idempotency.VolumeIDKeys).mutating(),
+		node(csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME).locks(locks.VolumeIDKeys).mutating(),
 	unary(csi.Node_NodeUnstageVolume_FullMethodName, NodeStager.NodeUnstageVolume).
-		node(csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME).locks(idempotency.VolumeIDKeys).mutating(),
+		node(csi.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME).locks(locks.VolumeIDKeys).mutating(),
 	unary(csi.Node_NodePublishVolume_FullMethodName, NodePublisher.NodePublishVolume).
-		locks(idempotency.NodePublishKeys).mutating(),
+		locks(locks.NodePublishKeys).mutating(),
 	unary(csi.Node_NodeUnpublishVolume_FullMethodName, NodePublisher.NodeUnpublishVolume).
-		locks(idempotency.NodePublishKeys).mutating(),
+		locks(locks.NodePublishKeys).mutating(),
 	unary(csi.Node_NodeGetVolumeStats_FullMethodName, NodeStatsReporter.NodeGetVolumeStats).
 		node(csi.NodeServiceCapability_RPC_GET_VOLUME_STATS),
 	unary(csi.Node_NodeExpandVolume_FullMethodName, NodeExpander.NodeExpandVolume).
-		node(csi.NodeServiceCapability_RPC_EXPAND_VOLUME).locks(idempotency.VolumeIDKeys).mutating(),
+		node(csi.NodeServiceCapability_RPC_EXPAND_VOLUME).locks(locks.VolumeIDKeys).mutating(),
 	builtin(csi.Node_NodeGetCapabilities_FullMethodName, func(s *Server, _ context.Context, _ *csi.NodeGetCapabilitiesRequest) (*csi.NodeGetCapabilitiesResponse, error) {
 		return &csi.NodeGetCapabilitiesResponse{Capabilities: s.caps.Node}, nil
 	}).when(implements[NodePublisher]),
@@ -170,8 +176,8 @@ type rpc struct {
 	nodeCap  csi.NodeServiceCapability_RPC_Type
 	groupCap csi.GroupControllerServiceCapability_RPC_Type
 
-	keys    idempotency.KeyFunc // default lock keys; nil: none
-	mutates bool                // a successful call logs at Info (else Debug)
+	keys    locks.KeyFunc // lock keys of a call; nil: none
+	mutates bool          // a successful call logs at Info (else Debug)
 }
 
 // implements reports whether the server's driver implements I and
@@ -240,10 +246,10 @@ func guarded(r rpc, guard func(*Server) error) rpc {
 }
 
 // journalHealthy fails while Options.Journal reports itself unable to
-// write (idempotency.HealthReporter, a poisoned FileJournal): the plugin is
+// write (journal.HealthReporter, a poisoned journal.File): the plugin is
 // unhealthy, and the spec's answer to Probe is FAILED_PRECONDITION.
 func journalHealthy(s *Server) error {
-	if h, ok := s.opts.Journal.(idempotency.HealthReporter); ok {
+	if h, ok := s.opts.Journal.(journal.HealthReporter); ok {
 		if err := h.Err(); err != nil {
 			return status.Errorf(codes.FailedPrecondition, "journal: %s", status.Convert(err).Message())
 		}
@@ -272,7 +278,7 @@ func orElse[Req, Resp any](r rpc, ok func(*Server) bool, call func(*Server, cont
 func (r rpc) ctrl(c csi.ControllerServiceCapability_RPC_Type) rpc       { r.ctrlCap = c; return r }
 func (r rpc) node(c csi.NodeServiceCapability_RPC_Type) rpc             { r.nodeCap = c; return r }
 func (r rpc) group(c csi.GroupControllerServiceCapability_RPC_Type) rpc { r.groupCap = c; return r }
-func (r rpc) locks(k idempotency.KeyFunc) rpc                           { r.keys = k; return r }
+func (r rpc) locks(k locks.KeyFunc) rpc                                 { r.keys = k; return r }
 func (r rpc) mutating() rpc                                             { r.mutates = true; return r }
 func (r rpc) serviceCapabilities() rpc                                  { r.ofService = true; return r }
 func (r rpc) when(ok func(*Server) bool) rpc                            { r.onlyIf = ok; return r }

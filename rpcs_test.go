@@ -1,14 +1,19 @@
 package csikit
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/csikit/csikit/csi/validation"
-	"github.com/csikit/csikit/idempotency"
 )
 
 // TestTableCoversSpec walks the spec's own descriptors: every RPC of every
@@ -69,49 +74,93 @@ func TestTableCoversSpec(t *testing.T) {
 	}
 }
 
-// TestTableLockKeys: the table's lock keys are idempotency's documented
-// defaults, method for method, so a server and a standalone interceptor
-// lock alike.
-func TestTableLockKeys(t *testing.T) {
-	def := idempotency.DefaultKeys()
-	table := lockKeys()
-	for m, f := range def {
-		if unsupported[m] != "" {
+// TestTableInterfaces derives the driver interfaces from the spec and the
+// source, with no list of its own: every interface the package declares
+// with a method named after a spec RPC (driver.go's Provisioner,
+// snapshotmetadata.go's SnapshotMetadataReader, …) is the interface of
+// that RPC's table entry, and every entry's interface has the RPC's method
+// with the spec's request and response types. An interface added without
+// its entry, or an entry pointing at the wrong interface, fails here.
+func TestTableInterfaces(t *testing.T) {
+	spec := map[string]protoreflect.MethodDescriptor{} // RPC name → descriptor
+	byName := map[string]*rpc{}                        // RPC name → entry
+	for i := range rpcs {
+		byName[rpcs[i].method[strings.LastIndexByte(rpcs[i].method, '/')+1:]] = &rpcs[i]
+	}
+	svcs := csi.File_csi_proto.Services()
+	for i := 0; i < svcs.Len(); i++ {
+		for j := 0; j < svcs.Get(i).Methods().Len(); j++ {
+			md := svcs.Get(i).Methods().Get(j)
+			spec[string(md.Name())] = md
+		}
+	}
+
+	// Every entry's interface has the RPC's method, with the spec's types.
+	for name, e := range byName {
+		if e.iface == nil {
+			continue // builtin: csikit answers
+		}
+		m, ok := e.iface.MethodByName(name)
+		if !ok {
+			t.Errorf("%s: the entry's interface %v has no method %s", e.method, e.iface, name)
 			continue
 		}
-		g, ok := table[m]
-		if !ok || reflect.ValueOf(f).Pointer() != reflect.ValueOf(g).Pointer() {
-			t.Errorf("%s: idempotency.DefaultKeys has a key function the table does not", m)
+		md := spec[name]
+		if md == nil || md.IsStreamingServer() || md.IsStreamingClient() {
+			continue // streaming methods take a stream of csikit's, not the spec's
+		}
+		ft := m.Type
+		if ft.NumIn() != 2 || ft.NumOut() != 2 || ft.In(1) != reflect.TypeOf(e.newReq()) ||
+			reflect.Zero(ft.Out(0)).Interface().(proto.Message).ProtoReflect().Descriptor().FullName() != md.Output().FullName() {
+			t.Errorf("%s: %v.%s is %v, want the spec's (ctx, *%s) (*%s, error)", e.method, e.iface, name, ft, md.Input().Name(), md.Output().Name())
 		}
 	}
-	for m := range table {
-		if _, ok := def[m]; !ok {
-			t.Errorf("%s: the table locks, idempotency.DefaultKeys does not", m)
-		}
-	}
-}
 
-// TestTableInterfaces: every driver interface in driver.go serves at least
-// one table entry, so none is dead.
-func TestTableInterfaces(t *testing.T) {
-	ifaces := []reflect.Type{
-		reflect.TypeFor[Prober](), reflect.TypeFor[Provisioner](), reflect.TypeFor[CapabilityValidator](),
-		reflect.TypeFor[ControllerPublisher](), reflect.TypeFor[VolumeLister](), reflect.TypeFor[CapacityReporter](),
-		reflect.TypeFor[VolumeGetter](), reflect.TypeFor[Snapshotter](), reflect.TypeFor[SnapshotLister](),
-		reflect.TypeFor[SnapshotGetter](), reflect.TypeFor[ControllerExpander](), reflect.TypeFor[Modifier](),
-		reflect.TypeFor[ControllerHealthReporter](), reflect.TypeFor[ControllerHealthLister](),
-		reflect.TypeFor[ControllerNodeInfoer](), reflect.TypeFor[GroupSnapshotter](), reflect.TypeFor[NodeStager](),
-		reflect.TypeFor[NodePublisher](), reflect.TypeFor[NodeInfoer](), reflect.TypeFor[NodeStatsReporter](),
-		reflect.TypeFor[NodeExpander](), reflect.TypeFor[NodeHealthReporter](), reflect.TypeFor[NodeStorageHealthReporter](),
-		reflect.TypeFor[SnapshotMetadataReader](),
+	// Every interface the package declares with a spec RPC's method serves
+	// that RPC's entry.
+	entries, err := os.ReadDir(".")
+	if err != nil {
+		t.Fatal(err)
 	}
-	used := map[reflect.Type]bool{}
-	for i := range rpcs {
-		used[rpcs[i].iface] = true
-	}
-	for _, it := range ifaces {
-		if !used[it] {
-			t.Errorf("driver interface %v serves no table entry", it)
+	found := 0
+	for _, de := range entries {
+		if !strings.HasSuffix(de.Name(), ".go") || strings.HasSuffix(de.Name(), "_test.go") {
+			continue
 		}
+		f, err := parser.ParseFile(token.NewFileSet(), de.Name(), nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			gd, ok := d.(*ast.GenDecl)
+			if !ok || gd.Tok != token.TYPE {
+				continue
+			}
+			for _, sp := range gd.Specs {
+				ts := sp.(*ast.TypeSpec)
+				it, ok := ts.Type.(*ast.InterfaceType)
+				if !ok || !ts.Name.IsExported() {
+					continue
+				}
+				for _, m := range it.Methods.List {
+					for _, n := range m.Names {
+						if spec[n.Name] == nil {
+							continue // not an RPC (VolumeLookup.LookupVolume, …)
+						}
+						found++
+						e := byName[n.Name]
+						switch {
+						case e == nil:
+							t.Errorf("interface %s declares %s, which has no table entry (rpcs.go): add one", ts.Name.Name, n.Name)
+						case e.iface == nil || e.iface.Name() != ts.Name.Name:
+							t.Errorf("interface %s declares %s, but its table entry binds %v", ts.Name.Name, n.Name, e.iface)
+						}
+					}
+				}
+			}
+		}
+	}
+	if found < len(spec)/2 {
+		t.Errorf("found %d RPC methods in the package's interfaces, want most of the spec's %d: is the parse right?", found, len(spec))
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/csikit/csikit/csi/requestid"
 	"github.com/csikit/csikit/csi/validation"
 	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/locks"
 	"github.com/csikit/csikit/metrics"
 	"github.com/csikit/csikit/topology"
 )
@@ -103,6 +104,11 @@ func NewServer(driver any, opts Options) (*Server, error) {
 	if s.servesService(csi.Controller_ServiceDesc.ServiceName) && !s.served[csi.Controller_ValidateVolumeCapabilities_FullMethodName] {
 		return nil, fmt.Errorf("csikit: driver %T is a controller plugin but cannot answer ValidateVolumeCapabilities, which the CSI spec requires of every controller: implement csikit.VolumeLookup (LookupVolume(ctx, volumeID) error: NotFound for an unknown volume; csikit then confirms capabilities from Options) or csikit.CapabilityValidator", driver)
 	}
+	if ctrl := s.servesService(csi.Controller_ServiceDesc.ServiceName); ctrl && opts.ReadOnlyPublish && !s.served[csi.Controller_ControllerPublishVolume_FullMethodName] {
+		return nil, fmt.Errorf("csikit: Options.ReadOnlyPublish advertises PUBLISH_READONLY, a ControllerPublishVolume capability, but driver %T does not serve ControllerPublishVolume (implement csikit.ControllerPublisher, or drop the option: a node enforces a readonly publish from the request's readonly field without it)", driver)
+	} else if ctrl && opts.ListPublishedNodes && !s.served[csi.Controller_ListVolumes_FullMethodName] {
+		return nil, fmt.Errorf("csikit: Options.ListPublishedNodes advertises LIST_VOLUMES_PUBLISHED_NODES, but driver %T does not serve ListVolumes (implement csikit.VolumeLister, or drop the option)", driver)
+	}
 	s.caps = s.deriveCapabilities()
 	s.vcfg = validationConfig(&opts, implements[Snapshotter](s), &s.caps)
 
@@ -152,13 +158,13 @@ func (s *Server) Serves(fullMethod string) bool { return s.served[fullMethod] }
 func (s *Server) GRPCServer() *grpc.Server { return s.grpc }
 
 // Locks returns the server's lock table, for a driver that locks more by
-// hand or sweeps its journal (idempotency.Sweep) while serving.
-func (s *Server) Locks() *idempotency.LockTable { return s.idem.Locks() }
+// hand or sweeps its journal (journal.Sweep) while serving.
+func (s *Server) Locks() *locks.Table { return s.idem.Locks() }
 
 // LockStats reports the per-volume locks held now and the age of the
 // oldest, for health checks and metrics.
 func (s *Server) LockStats() (held int, oldest time.Duration) {
-	st := s.idem.LockStats()
+	st := s.idem.Locks().Stats()
 	return st.Held, st.Oldest
 }
 
@@ -229,10 +235,10 @@ func (s *Server) shutdown() {
 // Probe answers like the Identity service's Probe RPC, without a gRPC
 // round trip: it calls the RPC table's Probe entry, so FailedPrecondition
 // while Options.Journal reports itself unable to write
-// (idempotency.HealthReporter), else the driver's Prober when it has one
+// (journal.HealthReporter), else the driver's Prober when it has one
 // and Options.Disable does not list it, else ready. It skips the
 // interceptors (no request log line, no call metrics). It lets a /healthz
-// handler (metrics.IdentityProbe) share the driver's readiness.
+// handler (runner.ProbeCheck) share the driver's readiness.
 func (s *Server) Probe(ctx context.Context, req *csi.ProbeRequest) (*csi.ProbeResponse, error) {
 	resp, err := s.rpcs[csi.Identity_Probe_FullMethodName].unary(ctx, req)
 	if err != nil {
@@ -240,6 +246,12 @@ func (s *Server) Probe(ctx context.Context, req *csi.ProbeRequest) (*csi.ProbeRe
 	}
 	return resp.(*csi.ProbeResponse), nil
 }
+
+// JournalErr reports whether Options.Journal takes writes: nil while it
+// does or when it reports nothing (journal.HealthReporter), else
+// FailedPrecondition with the journal's reason, as Probe answers then.
+// runner.NewDriver serves it as the "journal" health check.
+func (s *Server) JournalErr() error { return journalHealthy(s) }
 
 // driverInterfaces are the interfaces Options.Disable may name.
 func driverInterfaces() map[reflect.Type]bool {

@@ -184,6 +184,11 @@ func TestNewServerRejectsBadOptions(t *testing.T) {
 		{"implements nothing", struct{}{}, csikit.Options{Name: "a.example", Version: "1"}, "implements no CSI service"},
 		{"node without node id", &nodeDriver{}, csikit.Options{Name: "a.example", Version: "1"}, "NodeID"},
 		{"bad topology key", &nodeDriver{}, csikit.Options{Name: "a.example", Version: "1", NodeID: "n", Topology: map[string]string{"bad key!": "x"}}, "Topology"},
+		// Capabilities of RPCs the controller does not serve were dropped
+		// without a word; a vendor expecting readonly publishes from
+		// ReadOnlyPublish found out only from a failing test.
+		{"readonly publish without ControllerPublish", &ctrlDriver{}, csikit.Options{Name: "a.example", Version: "1", ReadOnlyPublish: true}, "ReadOnlyPublish"},
+		{"published nodes without ListVolumes", &ctrlDriver{}, csikit.Options{Name: "a.example", Version: "1", ListPublishedNodes: true}, "ListPublishedNodes"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -195,6 +200,10 @@ func TestNewServerRejectsBadOptions(t *testing.T) {
 	}
 	if _, err := csikit.NewServer(&ctrlDriver{}, csikit.Options{Name: strings.Repeat("a", 63), Version: "1"}); err != nil {
 		t.Fatalf("63-character name: got %v, want nil", err)
+	}
+	// A node plugin sharing a controller's Options is not refused.
+	if _, err := csikit.NewServer(&nodeDriver{}, csikit.Options{Name: "a.example", Version: "1", NodeID: "n", ReadOnlyPublish: true, ListPublishedNodes: true}); err != nil {
+		t.Fatalf("node plugin with controller-only options: got %v, want nil", err)
 	}
 }
 

@@ -211,3 +211,39 @@ func TestDetachLoopWaitsOutTransientOpen(t *testing.T) {
 		t.Fatalf("FindLoop after DetachLoop: %t, %v, want detached", ok, err)
 	}
 }
+
+// TestDetachLoopBindMounted: a published raw block volume is the loop's
+// device node bound onto a file (MountBlock). A bind mount of a device node
+// does not open the device, so the kernel detaches it without a word and
+// the pod's volume is gone. DetachLoop must refuse, naming the target.
+func TestDetachLoopBindMounted(t *testing.T) {
+	testenv.RequireLoopDevices(t)
+	ctx := context.Background()
+	dev, file := attach(t, 16<<20, block.LoopOptions{})
+	target := t.TempDir() + "/pod-volume"
+	if err := block.MountBlock(ctx, block.MountOptions{Device: dev, Target: target}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if isMounted(t, target) {
+			_ = unix.Unmount(target, unix.MNT_DETACH)
+		}
+	})
+	err := block.DetachLoop(ctx, dev)
+	testenv.WantCode(t, err, codes.FailedPrecondition)
+	if err != nil && !strings.Contains(err.Error(), target) {
+		t.Errorf("refusal %q does not name the bind target %s", err, target)
+	}
+	if _, ok, err := block.FindLoop(ctx, file); err != nil || !ok {
+		t.Fatalf("device gone after a refused detach: %t, %v", ok, err)
+	}
+	if err := block.UnmountBlock(ctx, target); err != nil {
+		t.Fatal(err)
+	}
+	if err := block.DetachLoop(ctx, dev); err != nil {
+		t.Fatalf("DetachLoop after unpublishing: %v", err)
+	}
+	if _, ok, err := block.FindLoop(ctx, file); err != nil || ok {
+		t.Fatalf("FindLoop after DetachLoop: %t, %v, want detached", ok, err)
+	}
+}

@@ -1,6 +1,7 @@
 // Package block holds helpers for raw block volumes: the target file a block
-// volume is published on, bind-mounting a device node onto it, device sizes
-// and loop devices.
+// volume is published on, bind-mounting a device node onto it, device sizes,
+// loop devices, zeroing a range (ZeroRange) and copying a volume with its
+// holes kept (CopySparse).
 //
 // Invariants:
 //
@@ -25,12 +26,26 @@
 //   - Loop devices are attached, found and detached through ioctls on
 //     /dev/loop-control and /dev/loopN (LOOP_CTL_GET_FREE, LOOP_CONFIGURE with
 //     a LOOP_SET_FD/LOOP_SET_STATUS64 fallback, LOOP_GET_STATUS64,
-//     LOOP_CLR_FD); no losetup output is parsed. A backing file is identified
-//     by device and inode number, so a renamed file is still found.
+//     LOOP_CLR_FD); no losetup output is parsed. A device may map part of
+//     its file (LoopOptions.Offset, SizeLimit); devices on one file at
+//     different ranges are different devices. FindLoopAt picks candidates
+//     from sysfs alone (backing_file, offset, sizelimit: the file's current
+//     path, so a renamed file is still found; a file of the same name when
+//     no path matches, for a file reached through another mount) and asks
+//     the kernel, by LOOP_GET_STATUS64 and the file's device and inode
+//     number, only about those: a device whose backing file hangs cannot
+//     hang the search for another file.
 //   - DetachLoop never reports success for a device still in use: the kernel
 //     answers LOOP_CLR_FD on an open or mounted device with success and only
 //     sets autoclear, so DetachLoop reads the status back, restores the
 //     flags and returns codes.FailedPrecondition naming the device.
+//   - ZeroRange and CopySparse take the device or file by path and open it
+//     O_PATH|O_NOFOLLOW before reopening it through /proc/self/fd: a
+//     symlink swapped in is refused (codes.FailedPrecondition), never
+//     followed to another device; a device they write is opened O_EXCL,
+//     so one with a mounted file system is refused too. Zeroing prefers
+//     the kernel (BLKZEROOUT, fallocate PUNCH_HOLE/ZERO_RANGE) and falls
+//     back to writing zeros; both return once the bytes are durable.
 //   - Errors carry gRPC codes through a GRPCStatus method and still unwrap to
 //     the underlying errno, so errors.Is(err, unix.EBUSY) keeps working.
 //   - The package keeps no global state; the mount-point check is O(1)

@@ -3,10 +3,12 @@
 package block_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log"
 	"os"
+	"path/filepath"
 
 	"github.com/csikit/csikit/block"
 	"google.golang.org/grpc/status"
@@ -46,4 +48,49 @@ func ExampleEnsureBlock() {
 	err := block.EnsureBlock(context.Background(), dir)
 	fmt.Println(status.Code(err))
 	// Output: FailedPrecondition
+}
+
+// Zeroing the first MiB of a volume (a device or an image file) before
+// handing it to a new tenant; a range past its end is refused with
+// OutOfRange naming its size.
+func ExampleZeroRange() {
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	img := filepath.Join(dir, "vol.img")
+	_ = os.WriteFile(img, bytes.Repeat([]byte("old tenant data\n"), 1<<17), 0o600) // 2 MiB
+	ctx := context.Background()
+	if err := block.ZeroRange(ctx, img, 0, 1<<20); err != nil {
+		log.Print(err)
+		return
+	}
+	b, _ := os.ReadFile(img)
+	fmt.Println(bytes.Count(b[:1<<20], []byte{0}), string(b[1<<20:1<<20+15]))
+	err := block.ZeroRange(ctx, img, 1<<20, 4<<20)
+	fmt.Println(status.Code(err))
+	// Output:
+	// 1048576 old tenant data
+	// OutOfRange
+}
+
+// A clone of a volume: the source's holes stay holes in the copy, and
+// whatever the destination held before is gone.
+func ExampleCopySparse() {
+	dir, _ := os.MkdirTemp("", "example")
+	defer os.RemoveAll(dir)
+	src, dst := filepath.Join(dir, "src.img"), filepath.Join(dir, "clone.img")
+	f, _ := os.Create(src)
+	_ = f.Truncate(64 << 20)                    // 64 MiB, sparse
+	_, _ = f.WriteAt([]byte("superblock"), 0)   // data at the start
+	_, _ = f.WriteAt([]byte("journal"), 32<<20) // and in the middle
+	f.Close()
+	_ = os.WriteFile(dst, bytes.Repeat([]byte{0xff}, 64<<20), 0o600) // stale data
+	res, err := block.CopySparse(context.Background(), dst, src, block.CopyOptions{})
+	if err != nil {
+		log.Print(err)
+		return
+	}
+	a, _ := os.ReadFile(src)
+	b, _ := os.ReadFile(dst)
+	fmt.Println(bytes.Equal(a, b), res.Written <= 2*4096)
+	// Output: true true
 }

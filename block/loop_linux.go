@@ -15,6 +15,8 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	mountutils "k8s.io/mount-utils"
+
+	"github.com/csikit/csikit/internal/mountpoint"
 )
 
 // loopSetDirectIO is LOOP_SET_DIRECT_IO, used only on kernels without
@@ -37,12 +39,35 @@ type LoopOptions struct {
 	// closes it (after the last unmount). Leave it off for a device that
 	// must survive between NodeUnstage and the next NodeStage.
 	AutoClear bool
+	// Offset is where in the backing file the device starts, in bytes: a
+	// multiple of SectorSize, before the file's end. Default 0.
+	Offset int64
+	// SizeLimit is the device's size in bytes (DeviceSize reports it): a
+	// multiple of SectorSize, Offset+SizeLimit within the file. 0 means
+	// up to the file's end.
+	SizeLimit int64
+}
+
+// checkRange validates o's Offset and SizeLimit against a backing file of
+// size bytes (size < 0: alignment only).
+func (o LoopOptions) checkRange(backingFile string, size int64) error {
+	if o.Offset < 0 || o.SizeLimit < 0 || o.Offset%SectorSize != 0 || o.SizeLimit%SectorSize != 0 {
+		return errorf(codes.InvalidArgument, nil, "loop device for %s: offset %d and size limit %d must be non-negative multiples of %d",
+			backingFile, o.Offset, o.SizeLimit, SectorSize)
+	}
+	if size >= 0 && (o.Offset >= size || o.SizeLimit > size-o.Offset) {
+		return errorf(codes.OutOfRange, nil, "loop device for %s: offset %d and size limit %d do not fit in the file (%d bytes)",
+			backingFile, o.Offset, o.SizeLimit, size)
+	}
+	return nil
 }
 
 // AttachLoop attaches backingFile to a free loop device and returns the
 // device path (e.g. /dev/loop3). It is idempotent: when a loop device is
-// already attached to the same file (same device and inode number, see
-// FindLoop) that device is returned and opts are not applied again. A
+// already attached to the same file at the same Offset and SizeLimit (see
+// FindLoopAt) that device is returned and the other options are not
+// applied again. An Offset or SizeLimit not a multiple of SectorSize gives
+// codes.InvalidArgument, a range outside the file codes.OutOfRange. A
 // missing backing file gives codes.NotFound; one that is not a regular file
 // codes.InvalidArgument. Concurrent calls for one backing file must be
 // serialized by the caller (a per-volume lock does it), or both may attach.
@@ -50,7 +75,10 @@ func AttachLoop(ctx context.Context, backingFile string, opts LoopOptions) (stri
 	if err := checkPath("backing file", backingFile); err != nil {
 		return "", err
 	}
-	if dev, ok, err := FindLoop(ctx, backingFile); err != nil || ok {
+	if err := opts.checkRange(backingFile, -1); err != nil {
+		return "", err
+	}
+	if dev, ok, err := FindLoopAt(ctx, backingFile, opts.Offset, opts.SizeLimit); err != nil || ok {
 		return dev, err
 	}
 	mode := unix.O_RDWR
@@ -74,6 +102,9 @@ func AttachLoop(ctx context.Context, backingFile string, opts LoopOptions) (stri
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return "", errorf(codes.InvalidArgument, nil, "loop backing file %s is not a regular file", backingFile)
+	}
+	if err := opts.checkRange(backingFile, st.Size); err != nil {
+		return "", err
 	}
 	ctl, err := unix.Open("/dev/loop-control", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -118,6 +149,7 @@ func configureLoop(dev string, bfd int, backingFile string, opts LoopOptions) er
 	if opts.AutoClear {
 		info.Flags |= unix.LO_FLAGS_AUTOCLEAR
 	}
+	info.Offset, info.Sizelimit = uint64(opts.Offset), uint64(opts.SizeLimit)
 	copy(info.File_name[:len(info.File_name)-1], backingFile)
 	cfg := unix.LoopConfig{Fd: uint32(bfd), Info: info}
 	if opts.DirectIO {
@@ -144,11 +176,29 @@ func configureLoop(dev string, bfd int, backingFile string, opts LoopOptions) er
 	return nil
 }
 
-// FindLoop returns the loop device attached to backingFile, matched by the
-// file's device and inode number (not by name, which the kernel truncates to
-// 64 bytes and which goes stale when the file is renamed). ok is false when
-// no loop device is attached to it.
+// FindLoop returns the loop device attached to the whole of backingFile
+// (offset 0, no size limit): FindLoopAt(ctx, backingFile, 0, 0).
 func FindLoop(ctx context.Context, backingFile string) (dev string, ok bool, err error) {
+	return FindLoopAt(ctx, backingFile, 0, 0)
+}
+
+// FindLoopAt returns the loop device attached to backingFile at offset
+// with sizeLimit (0: up to the file's end); ok is false when there is
+// none. Two devices on one file at different offsets or limits are
+// different devices.
+//
+// Candidates are picked from sysfs alone — /sys/block/loopN/loop/
+// backing_file (the file's current path, followed through renames, never
+// truncated), offset and sizelimit — which no backing file system is
+// asked about, so a device whose backing file hangs (a FUSE server that
+// stopped answering) cannot hang the search. A candidate is then
+// confirmed with LOOP_GET_STATUS64 by the file's device and inode number.
+// The candidates are the devices whose path is backingFile's (symlinks
+// resolved); only when none is found, those whose file has the same base
+// name, for a file attached through another path to it (a second bind
+// mount, or a driver container before a restart, whose paths sysfs shows
+// as they were in its own mount namespace).
+func FindLoopAt(ctx context.Context, backingFile string, offset, sizeLimit int64) (dev string, ok bool, err error) {
 	if err := checkPath("backing file", backingFile); err != nil {
 		return "", false, err
 	}
@@ -159,10 +209,15 @@ func FindLoop(ctx context.Context, backingFile string) (dev string, ok bool, err
 		}
 		return "", false, errorf(codes.Internal, err, "stat loop backing file %s", backingFile)
 	}
+	resolved, err := filepath.EvalSymlinks(backingFile)
+	if err != nil {
+		resolved = backingFile
+	}
 	entries, err := os.ReadDir("/sys/block")
 	if err != nil {
 		return "", false, errorf(codes.Internal, err, "list block devices")
 	}
+	var sameName []string
 	for _, e := range entries {
 		name := e.Name()
 		if !strings.HasPrefix(name, "loop") {
@@ -171,21 +226,65 @@ func FindLoop(ctx context.Context, backingFile string) (dev string, ok bool, err
 		if err := ctx.Err(); err != nil {
 			return "", false, ctxError(err, "find loop device for %s", backingFile)
 		}
-		if _, err := os.Stat("/sys/block/" + name + "/loop"); err != nil {
+		sys := "/sys/block/" + name + "/loop/"
+		b, err := os.ReadFile(sys + "backing_file")
+		if err != nil {
 			continue // not attached
 		}
-		info, err := loopStatus("/dev/" + name)
-		if err != nil {
-			continue // detached meanwhile, or no node in /dev
+		path := strings.TrimSuffix(string(b), "\n")
+		if path != resolved && filepath.Base(path) != filepath.Base(resolved) {
+			continue
 		}
-		if info.Inode == st.Ino && decodeDev(info.Device) == [2]uint32{unix.Major(st.Dev), unix.Minor(st.Dev)} {
+		if sysfsInt(sys+"offset") != offset || sysfsInt(sys+"sizelimit") != sizeLimit {
+			continue
+		}
+		if path != resolved {
+			sameName = append(sameName, name)
+			continue
+		}
+		if isLoopOf(name, &st, offset, sizeLimit) {
+			return "/dev/" + name, true, nil
+		}
+	}
+	for _, name := range sameName {
+		if err := ctx.Err(); err != nil {
+			return "", false, ctxError(err, "find loop device for %s", backingFile)
+		}
+		if isLoopOf(name, &st, offset, sizeLimit) {
 			return "/dev/" + name, true, nil
 		}
 	}
 	return "", false, nil
 }
 
-func loopStatus(dev string) (*unix.LoopInfo64, error) {
+// isLoopOf asks the kernel whether loop device name is attached to the
+// file st describes, at offset with sizeLimit.
+func isLoopOf(name string, st *unix.Stat_t, offset, sizeLimit int64) bool {
+	info, err := loopStatus("/dev/" + name)
+	if err != nil {
+		return false // detached meanwhile, or no node in /dev
+	}
+	return info.Inode == st.Ino && decodeDev(info.Device) == [2]uint32{unix.Major(st.Dev), unix.Minor(st.Dev)} &&
+		info.Offset == uint64(offset) && info.Sizelimit == uint64(sizeLimit)
+}
+
+// sysfsInt reads a number from a sysfs file, -1 when it cannot.
+func sysfsInt(path string) int64 {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return -1
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// loopStatus is LOOP_GET_STATUS64 on dev, which asks the backing file's
+// file system for its attributes (and may block on a hung one); tests
+// replace it to see which devices FindLoopAt asks.
+var loopStatus = func(dev string) (*unix.LoopInfo64, error) {
 	fd, err := unix.Open(dev, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -223,6 +322,16 @@ func decodeDev(d uint64) [2]uint32 {
 func DetachLoop(ctx context.Context, dev string) error {
 	if err := checkLoopPath(dev); err != nil {
 		return err
+	}
+	// A device node bound onto a file (a published raw block volume,
+	// MountBlock) does not open the device, so the kernel would detach
+	// it from under the pod without a word.
+	if targets, err := bindTargets(dev); err != nil {
+		return errorf(codes.Internal, err, "detach %s: looking for bind mounts of it", dev)
+	} else if len(targets) > 0 {
+		return errorf(codes.FailedPrecondition, nil,
+			"loop device %s is bound onto %s (a published block volume): not detached; unpublish it first",
+			dev, strings.Join(targets, ", "))
 	}
 	deadline := time.Now().Add(DetachRetryWindow)
 	delay := 10 * time.Millisecond
@@ -387,4 +496,36 @@ func checkLoopPath(dev string) error {
 		return errorf(codes.InvalidArgument, nil, "%q is not a loop device path, want /dev/loopN", dev)
 	}
 	return nil
+}
+
+// bindTargets returns where the device node dev is bind-mounted as a
+// file. Only mounts of a single file (Root other than "/") of a devtmpfs
+// or tmpfs (where device nodes live: /dev on a host or in a container)
+// are stat'ed, so a hung network or FUSE mount is never touched.
+func bindTargets(dev string) ([]string, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(dev, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFBLK {
+		return nil, nil
+	}
+	entries, err := mountpoint.List()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if e.Root == "/" || (e.FSType != "devtmpfs" && e.FSType != "tmpfs") {
+			continue
+		}
+		var t unix.Stat_t
+		if unix.Stat(e.Point, &t) == nil && t.Mode&unix.S_IFMT == unix.S_IFBLK && t.Rdev == st.Rdev {
+			out = append(out, e.Point)
+		}
+	}
+	return out, nil
 }

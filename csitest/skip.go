@@ -19,3 +19,27 @@ func RequireRoot(tb testing.TB, why string) {
 	tb.Helper()
 	testenv.RequireRoot(tb, why)
 }
+
+// Skip skips the test with reason, or fails it when StrictEnv is set: for
+// a prerequisite the machine lacks (a device, a kernel feature the test
+// found missing) that CI provides.
+func Skip(tb testing.TB, reason string) {
+	tb.Helper()
+	testenv.Skip(tb, reason)
+}
+
+// RequireCommand skips the test (or fails it under StrictEnv) unless the
+// command name is on PATH; pkg names the Debian package that installs it.
+func RequireCommand(tb testing.TB, name, pkg string) {
+	tb.Helper()
+	testenv.RequireCommand(tb, name, pkg)
+}
+
+// SkipWithoutKernelOption skips the test when /proc/config.gz shows the
+// running kernel was built without the option name (e.g.
+// "CONFIG_XFS_QUOTA"), even under StrictEnv: no package installs it.
+// Without /proc/config.gz the test goes on.
+func SkipWithoutKernelOption(tb testing.TB, name, reason string) {
+	tb.Helper()
+	testenv.SkipWithoutKernelOption(tb, name, reason)
+}

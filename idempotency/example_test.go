@@ -1,18 +1,18 @@
 package idempotency_test
 
 import (
-	"context"
 	"fmt"
 	"log"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"github.com/csikit/csikit/idempotency"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/csikit/csikit"
+	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 )
 
 // A driver server with per-volume locks and a crash-safe journal.
@@ -22,14 +22,15 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
-	j, err := idempotency.OpenFileJournal(filepath.Join(dir, "journal.db"), idempotency.FileJournalOptions{})
+	j, err := journal.OpenFile(filepath.Join(dir, "journal.db"), journal.FileOptions{})
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer j.Close()
 	ic, err := idempotency.New(idempotency.Options{
 		Journal: j,
-		NewID:   func(name string) string { return "csi-vol-" + idempotency.RandomID(name) },
+		Keys:    csikit.LockKeys(), // the locks of csikit's RPC table
+		NewID:   func(name string) string { return "csi-vol-" + journal.RandomID(name) },
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -40,60 +41,8 @@ func Example() {
 	))
 	// csi.RegisterControllerServer(srv, driver) ...
 	srv.Stop()
-	fmt.Println(ic.LockStats().Held)
+	fmt.Println(ic.Locks().Stats().Held)
 	// Output: 0
-}
-
-// A driver's CreateVolume creates its backend object under the reserved ID,
-// so a retry after a timeout or a crash finds the same object.
-func ExampleReservedID() {
-	createVolume := func(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
-		id, ok := idempotency.ReservedID(ctx)
-		if !ok {
-			id = req.GetName() // no journal configured
-		}
-		// backend.CreateIfMissing(id, req.GetCapacityRange().GetRequiredBytes())
-		return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: id}}, nil
-	}
-	ctx := idempotency.ContextWithReservedID(context.Background(), "csi-vol-1")
-	resp, _ := createVolume(ctx, &csi.CreateVolumeRequest{Name: "pvc-1"})
-	fmt.Println(resp.GetVolume().GetVolumeId())
-	// Output: csi-vol-1
-}
-
-func ExampleLockTable() {
-	locks := idempotency.NewLockTable()
-	start := time.Now()
-	vol := idempotency.Key{Space: idempotency.SpaceVolume, ID: "vol-1"}
-	_, ok := locks.TryLock(vol, idempotency.Exclusive, idempotency.Owner{Method: csi.Controller_DeleteVolume_FullMethodName, Since: start})
-	fmt.Println("delete acquired:", ok)
-	h, ok := locks.TryLock(vol, idempotency.Exclusive, idempotency.Owner{Method: csi.Controller_ControllerPublishVolume_FullMethodName, Since: start.Add(1500 * time.Millisecond)})
-	fmt.Println("publish acquired:", ok, "- held by", h.Method, "for", h.Held)
-	locks.Unlock(vol, idempotency.Exclusive)
-	fmt.Println("held:", locks.Stats().Held)
-	// Output:
-	// delete acquired: true
-	// publish acquired: false - held by /csi.v1.Controller/DeleteVolume for 1.5s
-	// held: 0
-}
-
-func ExampleMemoryJournal() {
-	ctx := context.Background()
-	j := idempotency.NewMemoryJournal()
-	req := &csi.CreateVolumeRequest{Name: "pvc-1", CapacityRange: &csi.CapacityRange{RequiredBytes: 1 << 30}}
-	fp, _ := idempotency.Fingerprint(req)
-	rec, _ := j.Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: "pvc-1", Fingerprint: fp, ID: "vol-a"})
-	fmt.Println("first:", rec.ID)
-	rec, _ = j.Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: "pvc-1", Fingerprint: fp, ID: "vol-b"})
-	fmt.Println("retry:", rec.ID)
-	req.CapacityRange.RequiredBytes *= 2
-	fp2, _ := idempotency.Fingerprint(req)
-	_, err := j.Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: "pvc-1", Fingerprint: fp2, ID: "vol-c"})
-	fmt.Println("other size:", status.Code(err))
-	// Output:
-	// first: vol-a
-	// retry: vol-a
-	// other size: AlreadyExists
 }
 
 // A driver that accepts retries whose topology changed (the spec's
@@ -106,7 +55,7 @@ func ExampleOptions_fingerprint() {
 			c.AccessibilityRequirements = nil
 			req = c
 		}
-		return idempotency.Fingerprint(req)
+		return journal.Fingerprint(req)
 	}
 	a := &csi.CreateVolumeRequest{Name: "pvc-1", AccessibilityRequirements: &csi.TopologyRequirement{
 		Requisite: []*csi.Topology{{Segments: map[string]string{"zone": "a"}}}}}
@@ -115,153 +64,9 @@ func ExampleOptions_fingerprint() {
 	fa, _ := ignoreTopology(a)
 	fb, _ := ignoreTopology(b)
 	fmt.Println("same fingerprint:", string(fa) == string(fb))
-	_, err := idempotency.New(idempotency.Options{Journal: idempotency.NewMemoryJournal(), Fingerprint: ignoreTopology})
+	_, err := idempotency.New(idempotency.Options{Journal: journal.NewMemory(), Fingerprint: ignoreTopology})
 	fmt.Println(err)
 	// Output:
 	// same fingerprint: true
 	// <nil>
-}
-
-// A single-node driver keeps its volume metadata in a KV space of the
-// journal file. DeferPut in CreateVolume lands in the same transaction as
-// the journal's commit of the call: one flush, and after a crash either
-// both the metadata and the commit exist or neither does.
-func ExampleKV_DeferPut() {
-	dir, err := os.MkdirTemp("", "csikit-example")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	j, err := idempotency.OpenFileJournal(filepath.Join(dir, "journal.db"), idempotency.FileJournalOptions{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer j.Close()
-	volumes, err := j.KV("volumes")
-	if err != nil {
-		log.Fatal(err)
-	}
-	ic, err := idempotency.New(idempotency.Options{Journal: j})
-	if err != nil {
-		log.Fatal(err)
-	}
-	createVolume := func(ctx context.Context, req any) (any, error) {
-		id, _ := idempotency.ReservedID(ctx)
-		// backend.CreateIfMissing(id) ...
-		if err := volumes.DeferPut(ctx, id, []byte(`{"size":1073741824}`)); err != nil {
-			return nil, err
-		}
-		return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: id, CapacityBytes: 1 << 30}}, nil
-	}
-	// The gRPC server runs the interceptor; called directly here.
-	_, err = ic.UnaryServerInterceptor()(context.Background(), &csi.CreateVolumeRequest{Name: "pvc-1"},
-		&grpc.UnaryServerInfo{FullMethod: csi.Controller_CreateVolume_FullMethodName}, createVolume)
-	if err != nil {
-		log.Fatal(err)
-	}
-	meta := map[string]string{}
-	volumes.ForEach(func(id string, v []byte) error { meta[id] = string(v); return nil })
-	for id, m := range meta {
-		rec, _, _ := j.LookupID(context.Background(), idempotency.KindVolume, id)
-		fmt.Println(rec.Name, rec.Committed, m)
-	}
-	// Output: pvc-1 true {"size":1073741824}
-}
-
-// A driver reads its metadata with KV.Get instead of keeping a copy in
-// memory. Inside a create or delete call, Get with the call's context
-// already sees what the call deferred.
-func ExampleKV_Get() {
-	dir, err := os.MkdirTemp("", "csikit-example")
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	j, err := idempotency.OpenFileJournal(filepath.Join(dir, "journal.db"), idempotency.FileJournalOptions{})
-	if err != nil {
-		log.Fatal(err)
-	}
-	defer j.Close()
-	volumes, err := j.KV("volumes")
-	if err != nil {
-		log.Fatal(err)
-	}
-	ic, err := idempotency.New(idempotency.Options{Journal: j})
-	if err != nil {
-		log.Fatal(err)
-	}
-	createVolume := func(ctx context.Context, req any) (any, error) {
-		id, _ := idempotency.ReservedID(ctx)
-		if err := volumes.DeferPut(ctx, id, []byte("1GiB")); err != nil {
-			return nil, err
-		}
-		v, ok, err := volumes.Get(ctx, id) // this call's own deferred write
-		if err != nil {
-			return nil, err
-		}
-		_, durable, _ := volumes.Get(context.Background(), id) // any other reader
-		fmt.Printf("in the call: %s %v; elsewhere: %v\n", v, ok, durable)
-		return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: id, CapacityBytes: 1 << 30}}, nil
-	}
-	resp, err := ic.UnaryServerInterceptor()(context.Background(), &csi.CreateVolumeRequest{Name: "pvc-1"},
-		&grpc.UnaryServerInfo{FullMethod: csi.Controller_CreateVolume_FullMethodName}, createVolume)
-	if err != nil {
-		log.Fatal(err)
-	}
-	id := resp.(*csi.CreateVolumeResponse).GetVolume().GetVolumeId()
-	v, ok, _ := volumes.Get(context.Background(), id)
-	fmt.Printf("after the call: %s %v\n", v, ok)
-	// Output:
-	// in the call: 1GiB true; elsewhere: false
-	// after the call: 1GiB true
-}
-
-// Reservations of creates the CO gave up on are released once the
-// driver's Clean removed what they left behind.
-func ExampleSweep() {
-	ctx := context.Background()
-	j := idempotency.NewMemoryJournal()
-	// A CreateVolume that failed with Internal keeps its reservation for
-	// the retry; here nobody retries.
-	j.Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: "pvc-gone", ID: "vol-1", Fingerprint: []byte("fp")})
-	time.Sleep(2 * time.Millisecond)
-
-	n, err := idempotency.Sweep(ctx, idempotency.SweepOptions{
-		Journal:   j,
-		Kind:      idempotency.KindVolume,
-		OlderThan: time.Millisecond, // a driver uses hours
-		Clean: func(ctx context.Context, rec idempotency.Record) error {
-			fmt.Println("removing", rec.ID) // backend.DeleteIfExists(rec.ID)
-			return nil
-		},
-	})
-	fmt.Println(n, err)
-	// Output:
-	// removing vol-1
-	// 1 <nil>
-}
-
-// A journal kept in the storage pool each CreateVolume names, as a
-// networked backend keeps it: Request gives the journal the call's
-// parameters, and its secrets to open the pool with.
-func ExampleRequest() {
-	pools := map[string]idempotency.Journal{
-		"fast": idempotency.NewMemoryJournal(),
-		"slow": idempotency.NewMemoryJournal(),
-	}
-	journalFor := func(ctx context.Context) (idempotency.Journal, bool) {
-		req, _ := idempotency.Request(ctx)
-		r, ok := req.(*csi.CreateVolumeRequest)
-		if !ok {
-			return nil, false
-		}
-		j, ok := pools[r.GetParameters()["pool"]]
-		return j, ok
-	}
-	// The interceptor does this for every Journal call it makes.
-	ctx := idempotency.ContextWithRequest(context.Background(),
-		&csi.CreateVolumeRequest{Name: "pvc-1", Parameters: map[string]string{"pool": "fast"}})
-	j, ok := journalFor(ctx)
-	fmt.Println(ok, j == pools["fast"])
-	// Output: true true
 }

@@ -9,14 +9,15 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/csikit/csikit/journal"
+	"github.com/csikit/csikit/locks"
 )
 
 // flow describes how one kind of object goes through the journal.
 type flow struct {
-	kind      Kind
-	idSpace   string
-	nameSpace string
-	newID     func(Options) func(string) string
+	kind  journal.Kind
+	newID func(Options) func(string) string
 	// id extracts the created object's ID from a successful response.
 	id func(resp any) string
 	// empty returns a new, empty response message to unmarshal into.
@@ -29,7 +30,7 @@ type flow struct {
 
 var (
 	volumeFlow = flow{
-		kind: KindVolume, idSpace: SpaceVolume, nameSpace: SpaceVolumeName,
+		kind:  journal.KindVolume,
 		newID: func(o Options) func(string) string { return o.NewID },
 		id: func(resp any) string {
 			r, _ := resp.(*csi.CreateVolumeResponse)
@@ -39,7 +40,7 @@ var (
 		replayable: func(any) bool { return true },
 	}
 	snapshotFlow = flow{
-		kind: KindSnapshot, idSpace: SpaceSnapshot, nameSpace: SpaceSnapshotName,
+		kind:  journal.KindSnapshot,
 		newID: func(o Options) func(string) string { return o.NewSnapshotID },
 		id: func(resp any) string {
 			r, _ := resp.(*csi.CreateSnapshotResponse)
@@ -52,7 +53,7 @@ var (
 		},
 	}
 	groupFlow = flow{
-		kind: KindGroupSnapshot, idSpace: SpaceGroupSnapshot, nameSpace: SpaceGroupSnapshotName,
+		kind:  journal.KindGroupSnapshot,
 		newID: func(o Options) func(string) string { return o.NewSnapshotID },
 		id: func(resp any) string {
 			r, _ := resp.(*csi.CreateVolumeGroupSnapshotResponse)
@@ -86,7 +87,7 @@ func releasable(err error) bool {
 
 // create reserves name → ID, locks the ID, replays a committed answer or
 // calls the driver with the reserved ID, and commits a success.
-func (i *Interceptor) create(ctx context.Context, set *lockSet, req any, handler grpc.UnaryHandler, f flow, name string) (any, error) {
+func (i *Interceptor) create(ctx context.Context, set *locks.Set, req any, handler grpc.UnaryHandler, f flow, name string) (any, error) {
 	fp, ok := i.opts.Fingerprint(req)
 	if !ok || name == "" {
 		return handler(ctx, req)
@@ -96,12 +97,12 @@ func (i *Interceptor) create(ctx context.Context, set *lockSet, req any, handler
 	if id == "" {
 		return nil, status.Errorf(codes.Internal, "idempotency: NewID returned an empty %s ID for %q", f.kind, name)
 	}
-	rec, err := j.Reserve(ctx, Reservation{Kind: f.kind, Name: name, Fingerprint: fp, ID: id})
+	rec, err := j.Reserve(ctx, journal.Reservation{Kind: f.kind, Name: name, Fingerprint: fp, ID: id})
 	if err != nil {
 		return nil, err
 	}
 	// Create and Delete of one volume exclude each other from here on.
-	if err := set.acquire(excl(f.idSpace, rec.ID)); err != nil {
+	if err := set.Acquire(locks.Lock{Key: f.kind.IDKey(rec.ID), Mode: locks.Exclusive}); err != nil {
 		return nil, err
 	}
 	if rec.Committed && rec.Response != nil {
@@ -113,7 +114,7 @@ func (i *Interceptor) create(ctx context.Context, set *lockSet, req any, handler
 			return resp, nil
 		}
 	}
-	resp, err := handler(ContextWithReservedID(ctx, rec.ID), req)
+	resp, err := handler(journal.ContextWithReservedID(ctx, rec.ID), req)
 	// The driver has acted: record the outcome even if the caller gave up.
 	bg := context.WithoutCancel(ctx)
 	if err != nil {
@@ -146,7 +147,7 @@ func (i *Interceptor) create(ctx context.Context, set *lockSet, req any, handler
 
 // delete locks the name bound to id (so a retried create of that name
 // cannot run alongside) and releases the reservation after a success.
-func (i *Interceptor) delete(ctx context.Context, set *lockSet, req any, handler grpc.UnaryHandler, f flow, id string) (any, error) {
+func (i *Interceptor) delete(ctx context.Context, set *locks.Set, req any, handler grpc.UnaryHandler, f flow, id string) (any, error) {
 	if id == "" {
 		return handler(ctx, req)
 	}
@@ -156,7 +157,7 @@ func (i *Interceptor) delete(ctx context.Context, set *lockSet, req any, handler
 		return nil, err
 	}
 	if ok {
-		if err := set.acquire(excl(f.nameSpace, rec.Name)); err != nil {
+		if err := set.Acquire(locks.Lock{Key: f.kind.NameKey(rec.Name), Mode: locks.Exclusive}); err != nil {
 			return nil, err
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -26,7 +27,7 @@ type slowController struct {
 }
 
 func (c *slowController) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
-	id, ok := idempotency.ReservedID(ctx)
+	id, ok := journal.ReservedID(ctx)
 	if !ok {
 		return nil, status.Error(codes.Internal, "no reserved ID")
 	}
@@ -48,7 +49,7 @@ func (c *slowController) CreateVolume(ctx context.Context, req *csi.CreateVolume
 // create a few volumes at once, retrying on Aborted as a CO does. Every name
 // must end with exactly one backend object and every client with its ID.
 func TestOverGRPC(t *testing.T) {
-	j, err := idempotency.OpenFileJournal(filepath.Join(t.TempDir(), "journal.db"), idempotency.FileJournalOptions{})
+	j, err := journal.OpenFile(filepath.Join(t.TempDir(), "journal.db"), journal.FileOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +121,7 @@ func TestOverGRPC(t *testing.T) {
 	if n == 0 {
 		t.Error("no client saw Aborted: the test did not exercise concurrency")
 	}
-	if st := ic.LockStats(); st.Held != 0 {
+	if st := ic.Locks().Stats(); st.Held != 0 {
 		t.Errorf("after all calls: got %d held keys, want 0", st.Held)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -12,17 +13,24 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"github.com/csikit/csikit/idempotency"
-	"github.com/csikit/csikit/internal/logctx"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/csikit/csikit"
+	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/internal/logctx"
 	"github.com/csikit/csikit/internal/testenv"
+	"github.com/csikit/csikit/journal"
+	"github.com/csikit/csikit/locks"
 )
 
+// newIC returns an interceptor with csikit's lock keys, amended by o.Keys.
 func newIC(t *testing.T, o idempotency.Options) *idempotency.Interceptor {
 	t.Helper()
+	keys := csikit.LockKeys()
+	maps.Copy(keys, o.Keys)
+	o.Keys = keys
 	ic, err := idempotency.New(o)
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +77,7 @@ func okHandler(resp any) grpc.UnaryHandler {
 }
 
 func TestReleaseOnPanicAndCancel(t *testing.T) {
-	ic := newIC(t, idempotency.Options{Journal: idempotency.NewMemoryJournal()})
+	ic := newIC(t, idempotency.Options{Journal: journal.NewMemory()})
 	func() {
 		defer func() {
 			if r := recover(); r != "driver bug" {
@@ -78,7 +86,7 @@ func TestReleaseOnPanicAndCancel(t *testing.T) {
 		}()
 		_, _ = call(context.Background(), ic, mCreate, createVol("n"), func(context.Context, any) (any, error) { panic("driver bug") })
 	}()
-	if st := ic.LockStats(); st.Held != 0 {
+	if st := ic.Locks().Stats(); st.Held != 0 {
 		t.Fatalf("after panic: got %d held keys, want 0", st.Held)
 	}
 
@@ -87,7 +95,7 @@ func TestReleaseOnPanicAndCancel(t *testing.T) {
 	errc := make(chan error, 1)
 	go func() {
 		_, err := call(ctx, ic, mCreate, createVol("c"), func(ctx context.Context, _ any) (any, error) {
-			firstID, _ = idempotency.ReservedID(ctx)
+			firstID, _ = journal.ReservedID(ctx)
 			<-ctx.Done()
 			return nil, status.FromContextError(ctx.Err()).Err()
 		})
@@ -98,13 +106,13 @@ func TestReleaseOnPanicAndCancel(t *testing.T) {
 	if err := <-errc; status.Code(err) != codes.Canceled {
 		t.Fatalf("canceled call: got %v, want Canceled", err)
 	}
-	if st := ic.LockStats(); st.Held != 0 {
+	if st := ic.Locks().Stats(); st.Held != 0 {
 		t.Fatalf("after cancel: got %d held keys, want 0", st.Held)
 	}
 	// The reservation survives the cancel: the retry gets the same ID.
 	var again string
 	if _, err := call(context.Background(), ic, mCreate, createVol("c"), func(ctx context.Context, _ any) (any, error) {
-		again, _ = idempotency.ReservedID(ctx)
+		again, _ = journal.ReservedID(ctx)
 		return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: again}}, nil
 	}); err != nil {
 		t.Fatal(err)
@@ -133,7 +141,7 @@ func (d *fakeDriver) handler(ctx context.Context, req any) (any, error) {
 	if d.fail != nil {
 		return nil, d.fail
 	}
-	id, ok := idempotency.ReservedID(ctx)
+	id, ok := journal.ReservedID(ctx)
 	if !ok {
 		return nil, status.Error(codes.Internal, "no reserved ID")
 	}
@@ -176,7 +184,7 @@ func TestCreateRetryDeleteFlow(t *testing.T) {
 	for storeName, open := range stores() {
 		t.Run(storeName, func(t *testing.T) {
 			d := newFakeDriver()
-			ic := newIC(t, idempotency.Options{Journal: open(t), NewID: func(name string) string { return "csi-vol-" + idempotency.RandomID(name) }})
+			ic := newIC(t, idempotency.Options{Journal: open(t), NewID: func(name string) string { return "csi-vol-" + journal.RandomID(name) }})
 			id := volID(t, ic, createVol("pvc-1"), d.handler)
 			if !strings.HasPrefix(id, "csi-vol-") {
 				t.Errorf("ID: got %q, want the NewID format csi-vol-…", id)
@@ -205,7 +213,7 @@ func TestCreateRetryDeleteFlow(t *testing.T) {
 			if len(d.objects) != 1 {
 				t.Errorf("backend objects: got %v, want 1", d.objects)
 			}
-			if st := ic.LockStats(); st.Held != 0 {
+			if st := ic.Locks().Stats(); st.Held != 0 {
 				t.Errorf("got %d held keys, want 0", st.Held)
 			}
 		})
@@ -215,12 +223,12 @@ func TestCreateRetryDeleteFlow(t *testing.T) {
 func TestRetryWhileRunningIsAborted(t *testing.T) {
 	ctx := context.Background()
 	d := newFakeDriver()
-	ic := newIC(t, idempotency.Options{Journal: idempotency.NewMemoryJournal()})
+	ic := newIC(t, idempotency.Options{Journal: journal.NewMemory()})
 	running, unblock := make(chan string), make(chan struct{})
 	first := make(chan string, 1)
 	go func() {
 		resp, err := call(ctx, ic, mCreate, createVol("pvc-1"), func(ctx context.Context, req any) (any, error) {
-			id, _ := idempotency.ReservedID(ctx)
+			id, _ := journal.ReservedID(ctx)
 			running <- id
 			<-unblock
 			return d.handler(ctx, req)
@@ -254,7 +262,7 @@ func TestRetryWhileRunningIsAborted(t *testing.T) {
 func TestDeleteExcludesCreateOfSameName(t *testing.T) {
 	ctx := context.Background()
 	d := newFakeDriver()
-	ic := newIC(t, idempotency.Options{Journal: idempotency.NewMemoryJournal()})
+	ic := newIC(t, idempotency.Options{Journal: journal.NewMemory()})
 	id := volID(t, ic, createVol("pvc-1"), d.handler)
 	release := blocked(t, ic, mDelete, &csi.DeleteVolumeRequest{VolumeId: id}, &csi.DeleteVolumeResponse{})
 	_, err := call(ctx, ic, mCreate, createVol("pvc-1"), d.handler)
@@ -266,14 +274,14 @@ func TestDeleteExcludesCreateOfSameName(t *testing.T) {
 
 func TestDriverErrors(t *testing.T) {
 	ctx := context.Background()
-	j := idempotency.NewMemoryJournal()
+	j := journal.NewMemory()
 	d := newFakeDriver()
 	ic := newIC(t, idempotency.Options{Journal: j})
 	// A refused request drops its reservation...
 	d.fail = status.Error(codes.OutOfRange, "too big")
 	_, err := call(ctx, ic, mCreate, createVol("pvc-1"), d.handler)
 	testenv.WantCode(t, err, codes.OutOfRange) // refused create
-	if _, ok, _ := j.LookupName(ctx, idempotency.KindVolume, "pvc-1"); ok {
+	if _, ok, _ := j.LookupName(ctx, journal.KindVolume, "pvc-1"); ok {
 		t.Error("after OutOfRange: reservation kept, want dropped")
 	}
 	// NotFound from a create is the spec's "content source does not
@@ -281,14 +289,14 @@ func TestDriverErrors(t *testing.T) {
 	d.fail = status.Error(codes.NotFound, "source snapshot snap-9 does not exist")
 	_, err = call(ctx, ic, mCreate, createVol("pvc-nf"), d.handler)
 	testenv.WantCode(t, err, codes.NotFound) // refused create
-	if _, ok, _ := j.LookupName(ctx, idempotency.KindVolume, "pvc-nf"); ok {
+	if _, ok, _ := j.LookupName(ctx, journal.KindVolume, "pvc-nf"); ok {
 		t.Error("after NotFound: reservation kept, want dropped")
 	}
 	// ...any other error keeps it, so the retry reuses the ID.
 	d.fail = status.Error(codes.Unavailable, "backend down")
 	_, err = call(ctx, ic, mCreate, createVol("pvc-2"), d.handler)
 	testenv.WantCode(t, err, codes.Unavailable) // failed create
-	rec, ok, _ := j.LookupName(ctx, idempotency.KindVolume, "pvc-2")
+	rec, ok, _ := j.LookupName(ctx, journal.KindVolume, "pvc-2")
 	if !ok || rec.Committed {
 		t.Fatalf("after Unavailable: got %+v, %v; want an uncommitted reservation", rec, ok)
 	}
@@ -303,7 +311,7 @@ func TestDriverErrors(t *testing.T) {
 	if _, err := call(ctx, ic, mCreate, createVol("pvc-4"), okHandler(&csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: "own-id"}})); err != nil {
 		t.Fatal(err)
 	}
-	if rec, ok, _ := j.LookupID(ctx, idempotency.KindVolume, "own-id"); !ok || rec.Name != "pvc-4" {
+	if rec, ok, _ := j.LookupID(ctx, journal.KindVolume, "own-id"); !ok || rec.Name != "pvc-4" {
 		t.Errorf("driver's own ID: got %+v, %v; want bound to pvc-4", rec, ok)
 	}
 	// An empty NewID is a configuration bug.
@@ -316,7 +324,7 @@ func TestSnapshotReadiness(t *testing.T) {
 	ctx := context.Background()
 	d := newFakeDriver()
 	d.ready = false
-	ic := newIC(t, idempotency.Options{Journal: idempotency.NewMemoryJournal(), NewSnapshotID: func(string) string { return "csi-snap-" + idempotency.RandomID("") }})
+	ic := newIC(t, idempotency.Options{Journal: journal.NewMemory(), NewSnapshotID: func(string) string { return "csi-snap-" + journal.RandomID("") }})
 	req := &csi.CreateSnapshotRequest{Name: "snap-1", SourceVolumeId: "v"}
 	snapID := func() (string, bool) {
 		resp, err := call(ctx, ic, mSnap, req, d.handler)
@@ -357,7 +365,7 @@ func TestRetryAfterRestart(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "journal.db")
 	d := newFakeDriver()
-	j, err := idempotency.OpenFileJournal(path, idempotency.FileJournalOptions{})
+	j, err := journal.OpenFile(path, journal.FileOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +380,7 @@ func TestRetryAfterRestart(t *testing.T) {
 	if err := j.Close(); err != nil {
 		t.Fatal(err)
 	}
-	j, err = idempotency.OpenFileJournal(path, idempotency.FileJournalOptions{})
+	j, err = journal.OpenFile(path, journal.FileOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +394,7 @@ func TestRetryAfterRestart(t *testing.T) {
 
 func TestOddInput(t *testing.T) {
 	ctx := context.Background()
-	ic := newIC(t, idempotency.Options{Journal: idempotency.NewMemoryJournal()})
+	ic := newIC(t, idempotency.Options{Journal: journal.NewMemory()})
 	reqs := []rpc{
 		{mCreate, nil},
 		{mCreate, (*csi.CreateVolumeRequest)(nil)},
@@ -404,7 +412,7 @@ func TestOddInput(t *testing.T) {
 			t.Errorf("%s %T: got err %v, called %v; want the driver called", r.method, r.req, err, called)
 		}
 	}
-	if st := ic.LockStats(); st.Held != 0 {
+	if st := ic.Locks().Stats(); st.Held != 0 {
 		t.Errorf("got %d held keys, want 0", st.Held)
 	}
 }
@@ -412,7 +420,7 @@ func TestOddInput(t *testing.T) {
 func TestNoJournal(t *testing.T) {
 	ic := newIC(t, idempotency.Options{})
 	_, err := call(context.Background(), ic, mCreate, createVol("n"), func(ctx context.Context, _ any) (any, error) {
-		if id, ok := idempotency.ReservedID(ctx); ok {
+		if id, ok := journal.ReservedID(ctx); ok {
 			t.Errorf("ReservedID without journal: got %q, true; want false", id)
 		}
 		return nil, nil
@@ -427,7 +435,7 @@ func TestNoJournal(t *testing.T) {
 // the delete found no journal record (so could not lock the name).
 func TestDeterministicIDExcludesDelete(t *testing.T) {
 	d := newFakeDriver()
-	ic := newIC(t, idempotency.Options{Journal: idempotency.NewMemoryJournal(), NewID: func(name string) string { return "id-" + name }})
+	ic := newIC(t, idempotency.Options{Journal: journal.NewMemory(), NewID: func(name string) string { return "id-" + name }})
 	release := blocked(t, ic, mDelete, &csi.DeleteVolumeRequest{VolumeId: "id-pvc-1"}, &csi.DeleteVolumeResponse{})
 	_, err := call(context.Background(), ic, mCreate, createVol("pvc-1"), d.handler)
 	testenv.WantCode(t, err, codes.Aborted) // create of an ID being deleted
@@ -456,7 +464,7 @@ func BenchmarkInterceptor(b *testing.B) {
 		}
 	})
 	b.Run("unkeyed", func(b *testing.B) {
-		ic, _ := idempotency.New(idempotency.Options{Journal: idempotency.NewMemoryJournal()})
+		ic, _ := idempotency.New(idempotency.Options{Journal: journal.NewMemory()})
 		req := &csi.NodeGetVolumeStatsRequest{VolumeId: "vol-0123456789abcdef", VolumePath: "/var/lib/kubelet/pods/x"}
 		h := okHandler(&csi.NodeGetVolumeStatsResponse{})
 		b.ReportAllocs()
@@ -467,7 +475,7 @@ func BenchmarkInterceptor(b *testing.B) {
 		}
 	})
 	b.Run("create-retry", func(b *testing.B) {
-		ic, _ := idempotency.New(idempotency.Options{Journal: idempotency.NewMemoryJournal()})
+		ic, _ := idempotency.New(idempotency.Options{Journal: journal.NewMemory()})
 		d := newFakeDriver()
 		if _, err := call(ctx, ic, mCreate, createVol("pvc-1"), d.handler); err != nil {
 			b.Fatal(err)
@@ -530,8 +538,8 @@ func TestManyLocksAllOrNone(t *testing.T) {
 	tab := ic.Locks()
 	req := &csi.DeleteVolumeGroupSnapshotRequest{GroupSnapshotId: "g", SnapshotIds: []string{"s1", "s2", "s3", "s4"}}
 	// 9 locks: the group and two per snapshot; the last one is taken.
-	busy := idempotency.Key{Space: idempotency.SpaceSourceSnapshot, ID: "s4"}
-	if _, ok := tab.TryLock(busy, idempotency.Exclusive, idempotency.Owner{Method: "test"}); !ok {
+	busy := locks.Key{Space: locks.SpaceSourceSnapshot, ID: "s4"}
+	if _, ok := tab.TryLock(busy, locks.Exclusive, locks.Owner{Method: "test"}); !ok {
 		t.Fatal("could not take the busy key")
 	}
 	m := csi.GroupController_DeleteVolumeGroupSnapshot_FullMethodName
@@ -542,7 +550,7 @@ func TestManyLocksAllOrNone(t *testing.T) {
 	if held := tab.Stats().Held; held != 1 {
 		t.Errorf("after the conflict: %d keys held, want 1 (the busy key)", held)
 	}
-	tab.Unlock(busy, idempotency.Exclusive)
+	tab.Unlock(busy, locks.Exclusive)
 	var during int
 	_, err = call(context.Background(), ic, m, req, func(context.Context, any) (any, error) {
 		during = tab.Stats().Held

@@ -7,6 +7,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/locks"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -71,7 +72,7 @@ func TestKeyRules(t *testing.T) {
 		delGroup    = rpc{csi.GroupController_DeleteVolumeGroupSnapshot_FullMethodName, &csi.DeleteVolumeGroupSnapshotRequest{GroupSnapshotId: "g", SnapshotIds: []string{"s1", "s2", "s1"}}}
 		conflict    = true
 		noConflict  = false
-		sourceSpace = idempotency.SpaceSourceVolume
+		sourceSpace = locks.SpaceSourceVolume
 	)
 	cases := []struct {
 		name          string
@@ -79,30 +80,30 @@ func TestKeyRules(t *testing.T) {
 		want          bool
 		space         string // the space named in the conflict message
 	}{
-		{"create same name", create("n"), create("n"), conflict, idempotency.SpaceVolumeName},
+		{"create same name", create("n"), create("n"), conflict, locks.SpaceVolumeName},
 		{"create other name", create("n"), create("m"), noConflict, ""},
-		{"delete vs publish", del("v"), publish("v"), conflict, idempotency.SpaceVolume},
+		{"delete vs publish", del("v"), publish("v"), conflict, locks.SpaceVolume},
 		{"publish vs publish other volume", publish("v"), publish("w"), noConflict, ""},
-		{"unpublish vs stage", unpublish, stage, conflict, idempotency.SpaceVolume},
-		{"expand vs modify", expand("v"), modify, conflict, idempotency.SpaceVolume},
-		{"stage vs unstage", stage, unstage, conflict, idempotency.SpaceVolume},
-		{"node expand vs node publish", nodeExpand, nodePub("v", "/t"), conflict, idempotency.SpaceVolume},
-		{"node publish vs unpublish", nodePub("v", "/t"), nodeUnpub("v", "/t"), conflict, idempotency.SpaceVolume},
-		{"node publish same path other volume", nodePub("v", "/t"), nodeUnpub("w", "/t"), conflict, idempotency.SpacePath},
+		{"unpublish vs stage", unpublish, stage, conflict, locks.SpaceVolume},
+		{"expand vs modify", expand("v"), modify, conflict, locks.SpaceVolume},
+		{"stage vs unstage", stage, unstage, conflict, locks.SpaceVolume},
+		{"node expand vs node publish", nodeExpand, nodePub("v", "/t"), conflict, locks.SpaceVolume},
+		{"node publish vs unpublish", nodePub("v", "/t"), nodeUnpub("v", "/t"), conflict, locks.SpaceVolume},
+		{"node publish same path other volume", nodePub("v", "/t"), nodeUnpub("w", "/t"), conflict, locks.SpacePath},
 		{"node publish two paths", nodePub("v", "/t1"), nodePub("w", "/t2"), noConflict, ""},
 		{"two snapshots of one volume", snap("s1", "v"), snap("s2", "v"), noConflict, ""},
-		{"snapshot same name", snap("s1", "v"), snap("s1", "w"), conflict, idempotency.SpaceSnapshotName},
+		{"snapshot same name", snap("s1", "v"), snap("s1", "w"), conflict, locks.SpaceSnapshotName},
 		{"snapshot blocks delete of source", snap("s1", "v"), del("v"), conflict, sourceSpace},
 		{"snapshot blocks expand of source", snap("s1", "v"), expand("v"), conflict, sourceSpace},
 		{"snapshot allows publish of source", snap("s1", "v"), publish("v"), noConflict, ""},
 		{"delete blocks snapshot", del("v"), snap("s1", "v"), conflict, sourceSpace},
 		{"clone blocks delete of source", clone("n", "v"), del("v"), conflict, sourceSpace},
 		{"clone and snapshot share source", clone("n", "v"), snap("s", "v"), noConflict, ""},
-		{"restore blocks delete snapshot", restore("n", "s"), delSnap("s"), conflict, idempotency.SpaceSourceSnapshot},
-		{"delete snapshot twice", delSnap("s"), delSnap("s"), conflict, idempotency.SpaceSnapshot},
+		{"restore blocks delete snapshot", restore("n", "s"), delSnap("s"), conflict, locks.SpaceSourceSnapshot},
+		{"delete snapshot twice", delSnap("s"), delSnap("s"), conflict, locks.SpaceSnapshot},
 		{"group snapshot blocks delete of member", groupSnap("g", "a", "b", "a"), del("b"), conflict, sourceSpace},
 		{"group snapshots share sources", groupSnap("g", "a", "b"), groupSnap("g2", "b"), noConflict, ""},
-		{"group delete blocks member delete", delGroup, delSnap("s2"), conflict, idempotency.SpaceSnapshot},
+		{"group delete blocks member delete", delGroup, delSnap("s2"), conflict, locks.SpaceSnapshot},
 		{"validate takes no lock", validate, del("v"), noConflict, ""},
 	}
 	for _, tc := range cases {
@@ -126,7 +127,7 @@ func TestKeyRules(t *testing.T) {
 			if err := release(); err != nil {
 				t.Fatal(err)
 			}
-			if st := ic.LockStats(); st.Held != 0 {
+			if st := ic.Locks().Stats(); st.Held != 0 {
 				t.Errorf("after both calls: got %d held keys, want 0", st.Held)
 			}
 		})
@@ -134,14 +135,14 @@ func TestKeyRules(t *testing.T) {
 }
 
 func TestKeysOverride(t *testing.T) {
-	if _, err := idempotency.New(idempotency.Options{Keys: map[string]idempotency.KeyFunc{"CreateVolume": nil}}); err == nil {
+	if _, err := idempotency.New(idempotency.Options{Keys: map[string]locks.KeyFunc{"CreateVolume": nil}}); err == nil {
 		t.Error("New with a short method name: got nil error, want one")
 	}
-	byNode := func(_ context.Context, req any) []idempotency.Lock {
+	byNode := func(_ context.Context, req any) []locks.Lock {
 		r, _ := req.(*csi.ControllerPublishVolumeRequest)
-		return []idempotency.Lock{{Key: idempotency.Key{Space: "node", ID: r.GetNodeId()}}}
+		return []locks.Lock{{Key: locks.Key{Space: "node", ID: r.GetNodeId()}}}
 	}
-	ic := newIC(t, idempotency.Options{Keys: map[string]idempotency.KeyFunc{
+	ic := newIC(t, idempotency.Options{Keys: map[string]locks.KeyFunc{
 		mPublish: byNode,
 		mDelete:  nil, // no locks
 	}})

@@ -1,15 +1,11 @@
 package idempotency_test
 
 import (
-	"os"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(crashChildEnv) != "" {
-		crashChild() // never returns
-	}
 	goleak.VerifyTestMain(m)
 }

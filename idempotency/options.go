@@ -1,28 +1,26 @@
 package idempotency
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"log/slog"
 
 	"github.com/csikit/csikit/internal/logctx"
+	"github.com/csikit/csikit/journal"
+	"github.com/csikit/csikit/locks"
 )
 
-// Options configures New. The zero value gives per-volume locks with the
-// default keys and no journal.
+// Options configures New. The zero value locks nothing and journals
+// nothing; set Keys (csikit.LockKeys) and Journal.
 type Options struct {
 	// Journal records name → ID reservations for CreateVolume,
 	// CreateSnapshot and CreateVolumeGroupSnapshot. Nil means locks only:
 	// no reservations, ReservedID reports false.
-	Journal Journal
-	// BaseKeys are the key functions Keys amends, by gRPC full method
-	// name. Nil means DefaultKeys(); csikit.NewServer passes its RPC
-	// table's.
-	BaseKeys map[string]KeyFunc
-	// Keys overrides the key function of an RPC, by gRPC full method name
-	// (csi.Controller_CreateVolume_FullMethodName, ...). A nil value turns
-	// locking off for that RPC; methods not listed keep BaseKeys.
-	Keys map[string]KeyFunc
+	Journal journal.Journal
+	// Keys is the key function of each RPC, by gRPC full method name
+	// (csi.Controller_CreateVolume_FullMethodName, ...): the locks a call
+	// holds while it runs. Methods not listed, or listed with a nil
+	// function, take no lock. csikit.LockKeys returns those of csikit's
+	// RPC table, which its Server uses.
+	Keys map[string]locks.KeyFunc
 	// NewID returns a fresh volume ID for a reservation of name. It must be
 	// unique per name; it is called for every create, even retries, and its
 	// result discarded when the name is already reserved. Default: 32
@@ -36,7 +34,7 @@ type Options struct {
 	Fingerprint func(req any) ([]byte, bool)
 	// Locks is the lock table to use; share one between interceptors to
 	// make them exclude each other. Default: a new table.
-	Locks *LockTable
+	Locks *locks.Table
 	// Logger receives debug lines for conflicts and warnings for driver
 	// misbehaviour (never request contents or secrets). Lines logged
 	// during a call carry its request ID and method (see
@@ -45,26 +43,18 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// RandomID returns 32 random hex digits (128 bits), the default ID format:
-// safe in URLs, paths and Kubernetes object names.
-func RandomID(string) string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
-	return hex.EncodeToString(b[:])
-}
-
 func (o Options) withDefaults() Options {
 	if o.NewID == nil {
-		o.NewID = RandomID
+		o.NewID = journal.RandomID
 	}
 	if o.NewSnapshotID == nil {
 		o.NewSnapshotID = o.NewID
 	}
 	if o.Fingerprint == nil {
-		o.Fingerprint = Fingerprint
+		o.Fingerprint = journal.Fingerprint
 	}
 	if o.Locks == nil {
-		o.Locks = NewLockTable()
+		o.Locks = locks.NewTable()
 	}
 	var base slog.Handler // nil: the call's logger
 	if o.Logger != nil {

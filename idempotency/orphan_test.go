@@ -9,7 +9,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/idempotency"
+
 	"github.com/csikit/csikit/internal/testenv"
+	"github.com/csikit/csikit/journal"
 )
 
 // TestRefusedRetryKeepsAnEarlierAttemptsReservation: the first attempt of
@@ -20,10 +22,10 @@ import (
 // it is the only record of the object, and the sweep finds it through it.
 // A refusal of a first attempt still drops the reservation it made.
 func TestRefusedRetryKeepsAnEarlierAttemptsReservation(t *testing.T) {
-	journals := map[string]func(t *testing.T) idempotency.Journal{
-		"memory": func(*testing.T) idempotency.Journal { return idempotency.NewMemoryJournal() },
-		"file": func(t *testing.T) idempotency.Journal {
-			j, err := idempotency.OpenFileJournal(filepath.Join(t.TempDir(), "journal"), idempotency.FileJournalOptions{})
+	journals := map[string]func(t *testing.T) journal.Journal{
+		"memory": func(*testing.T) journal.Journal { return journal.NewMemory() },
+		"file": func(t *testing.T) journal.Journal {
+			j, err := journal.OpenFile(filepath.Join(t.TempDir(), "journal"), journal.FileOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -46,7 +48,7 @@ func TestRefusedRetryKeepsAnEarlierAttemptsReservation(t *testing.T) {
 					return nil, status.Error(codes.DeadlineExceeded, "backend slow")
 				})
 				testenv.WantCode(t, err, codes.DeadlineExceeded) // first attempt
-				first, ok, _ := j.LookupName(ctx, idempotency.KindVolume, "pvc")
+				first, ok, _ := j.LookupName(ctx, journal.KindVolume, "pvc")
 				if !ok {
 					t.Fatal("the first attempt's reservation is gone")
 				}
@@ -54,7 +56,7 @@ func TestRefusedRetryKeepsAnEarlierAttemptsReservation(t *testing.T) {
 				d.fail = status.Error(code, "refused")
 				_, err = call(ctx, ic, mCreate, createVol("pvc"), d.handler)
 				testenv.WantCode(t, err, code) // retry
-				rec, ok, _ := j.LookupName(ctx, idempotency.KindVolume, "pvc")
+				rec, ok, _ := j.LookupName(ctx, journal.KindVolume, "pvc")
 				if !ok || rec.ID != first.ID {
 					t.Fatalf("after a refused retry: reservation %+v, %v; want the first attempt's (ID %q) kept", rec, ok, first.ID)
 				}
@@ -70,7 +72,7 @@ func TestRefusedRetryKeepsAnEarlierAttemptsReservation(t *testing.T) {
 				d.fail = status.Error(code, "refused")
 				_, err = call(ctx, ic, mCreate, createVol("other"), d.handler)
 				testenv.WantCode(t, err, code) // refused first attempt
-				if _, ok, _ := j.LookupName(ctx, idempotency.KindVolume, "other"); ok {
+				if _, ok, _ := j.LookupName(ctx, journal.KindVolume, "other"); ok {
 					t.Error("a refused first attempt kept its reservation")
 				}
 			})

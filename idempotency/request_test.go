@@ -8,39 +8,41 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
 	"github.com/csikit/csikit/idempotency"
+
+	"github.com/csikit/csikit/journal"
 )
 
 // requestSeer is a Journal that notes, per method, the request each call
-// could see through idempotency.Request.
+// could see through journal.Request.
 type requestSeer struct {
-	idempotency.Journal
+	journal.Journal
 	mu   sync.Mutex
 	seen map[string][]any
 }
 
 func (j *requestSeer) note(ctx context.Context, method string) {
-	req, _ := idempotency.Request(ctx)
+	req, _ := journal.Request(ctx)
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.seen[method] = append(j.seen[method], req)
 }
 
-func (j *requestSeer) Reserve(ctx context.Context, r idempotency.Reservation) (idempotency.Record, error) {
+func (j *requestSeer) Reserve(ctx context.Context, r journal.Reservation) (journal.Record, error) {
 	j.note(ctx, "Reserve")
 	return j.Journal.Reserve(ctx, r)
 }
 
-func (j *requestSeer) Commit(ctx context.Context, kind idempotency.Kind, name, id string, resp []byte) error {
+func (j *requestSeer) Commit(ctx context.Context, kind journal.Kind, name, id string, resp []byte) error {
 	j.note(ctx, "Commit")
 	return j.Journal.Commit(ctx, kind, name, id, resp)
 }
 
-func (j *requestSeer) LookupID(ctx context.Context, kind idempotency.Kind, id string) (idempotency.Record, bool, error) {
+func (j *requestSeer) LookupID(ctx context.Context, kind journal.Kind, id string) (journal.Record, bool, error) {
 	j.note(ctx, "LookupID")
 	return j.Journal.LookupID(ctx, kind, id)
 }
 
-func (j *requestSeer) Release(ctx context.Context, kind idempotency.Kind, id string) error {
+func (j *requestSeer) Release(ctx context.Context, kind journal.Kind, id string) error {
 	j.note(ctx, "Release")
 	return j.Journal.Release(ctx, kind, id)
 }
@@ -50,7 +52,7 @@ func (j *requestSeer) Release(ctx context.Context, kind idempotency.Kind, id str
 // the parameters name, opened with the request's secrets, needs it), and
 // so does the driver's handler.
 func TestJournalSeesRequest(t *testing.T) {
-	j := &requestSeer{Journal: idempotency.NewMemoryJournal(), seen: map[string][]any{}}
+	j := &requestSeer{Journal: journal.NewMemory(), seen: map[string][]any{}}
 	ic := newIC(t, idempotency.Options{Journal: j})
 	ctx := context.Background()
 
@@ -59,8 +61,8 @@ func TestJournalSeesRequest(t *testing.T) {
 	create.Secrets = map[string]string{"userKey": "k"}
 	var inHandler any
 	id := volID(t, ic, create, func(ctx context.Context, req any) (any, error) {
-		inHandler, _ = idempotency.Request(ctx)
-		rid, _ := idempotency.ReservedID(ctx)
+		inHandler, _ = journal.Request(ctx)
+		rid, _ := journal.ReservedID(ctx)
 		return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: rid}}, nil
 	})
 	if inHandler != any(create) {
@@ -83,10 +85,10 @@ func TestJournalSeesRequest(t *testing.T) {
 		}
 	}
 
-	if req, ok := idempotency.Request(ctx); ok || req != nil {
+	if req, ok := journal.Request(ctx); ok || req != nil {
 		t.Errorf("Request outside a call = %v, %v; want nil, false", req, ok)
 	}
-	if req, ok := idempotency.Request(idempotency.ContextWithRequest(ctx, del)); !ok || req != any(del) {
+	if req, ok := journal.Request(journal.ContextWithRequest(ctx, del)); !ok || req != any(del) {
 		t.Errorf("Request(ContextWithRequest) = %v, %v", req, ok)
 	}
 }

@@ -4,6 +4,9 @@ import (
 	"log/slog"
 
 	"google.golang.org/grpc"
+
+	"github.com/csikit/csikit/internal/grpcstream"
+	"github.com/csikit/csikit/locks"
 )
 
 // StreamServerInterceptor returns the stream variant of the interceptor:
@@ -17,31 +20,16 @@ func (i *Interceptor) StreamServerInterceptor() grpc.StreamServerInterceptor {
 		if kf == nil {
 			return handler(srv, ss)
 		}
-		ls := &lockingStream{ServerStream: ss, i: i, kf: kf, method: info.FullMethod,
-			set: lockSet{t: i.opts.Locks, owner: Owner{Method: info.FullMethod, Since: callStart(ss.Context())}}}
-		defer ls.set.releaseAll()
-		return handler(srv, ls)
+		// Only the handler's goroutine receives, so the set needs no mutex.
+		set := locks.Set{Table: i.opts.Locks, Owner: locks.Owner{Method: info.FullMethod, Since: callStart(ss.Context())}}
+		defer set.Release()
+		return handler(srv, &grpcstream.Stream{ServerStream: ss, OnRecv: func(m any) error {
+			ctx := ss.Context()
+			if err := set.Acquire(kf(ctx, m)...); err != nil {
+				i.opts.Logger.DebugContext(ctx, "lock conflict", slog.String("method", info.FullMethod), slog.String("conflict", err.Error()))
+				return err
+			}
+			return nil
+		}})
 	}
-}
-
-// lockingStream takes each received message's locks. Only the handler's
-// goroutine receives, so the lock set needs no mutex.
-type lockingStream struct {
-	grpc.ServerStream
-	i      *Interceptor
-	kf     KeyFunc
-	method string
-	set    lockSet
-}
-
-func (s *lockingStream) RecvMsg(m any) error {
-	if err := s.ServerStream.RecvMsg(m); err != nil {
-		return err
-	}
-	ctx := s.Context()
-	if err := s.set.acquire(s.kf(ctx, m)...); err != nil {
-		s.i.opts.Logger.DebugContext(ctx, "lock conflict", slog.String("method", s.method), slog.String("conflict", err.Error()))
-		return err
-	}
-	return nil
 }

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/csikit/csikit/idempotency"
+
+	"github.com/csikit/csikit/locks"
 )
 
 // fakeStream hands out one request.
@@ -30,11 +32,11 @@ func (f *fakeStream) RecvMsg(m any) error {
 // reader's shared one succeeds), releases them at the end, and a stream
 // whose snapshot is being deleted gets Aborted from RecvMsg.
 func TestStreamLocks(t *testing.T) {
-	locks := idempotency.NewLockTable()
-	ic := newIC(t, idempotency.Options{Locks: locks})
+	tab := locks.NewTable()
+	ic := newIC(t, idempotency.Options{Locks: tab})
 	sic := ic.StreamServerInterceptor()
 	info := &grpc.StreamServerInfo{FullMethod: csi.SnapshotMetadata_GetMetadataDelta_FullMethodName, IsServerStream: true}
-	del := idempotency.DeleteSnapshotKeys(context.Background(), &csi.DeleteSnapshotRequest{SnapshotId: "target"})
+	del := locks.DeleteSnapshotKeys(context.Background(), &csi.DeleteSnapshotRequest{SnapshotId: "target"})
 
 	err := sic(nil, &fakeStream{req: &csi.GetMetadataDeltaRequest{BaseSnapshotId: "base", TargetSnapshotId: "target"}}, info,
 		func(_ any, ss grpc.ServerStream) error {
@@ -42,38 +44,38 @@ func TestStreamLocks(t *testing.T) {
 			if err := ss.RecvMsg(&req); err != nil {
 				return err
 			}
-			if st := locks.Stats(); st.Held != 2 {
+			if st := tab.Stats(); st.Held != 2 {
 				t.Errorf("held %d keys while streaming, want 2 (base and target)", st.Held)
 			}
 			for _, l := range del {
-				if _, ok := locks.TryLock(l.Key, l.Mode, idempotency.Owner{Method: "DeleteSnapshot"}); ok {
-					locks.Unlock(l.Key, l.Mode)
-					if l.Key.Space == idempotency.SpaceSourceSnapshot {
+				if _, ok := tab.TryLock(l.Key, l.Mode, locks.Owner{Method: "DeleteSnapshot"}); ok {
+					tab.Unlock(l.Key, l.Mode)
+					if l.Key.Space == locks.SpaceSourceSnapshot {
 						t.Errorf("DeleteSnapshot got %v while its metadata streams", l.Key)
 					}
 				}
 			}
-			reader := idempotency.SnapshotReadKeys(context.Background(), &csi.GetMetadataAllocatedRequest{SnapshotId: "target"})
-			if _, ok := locks.TryLock(reader[0].Key, reader[0].Mode, idempotency.Owner{Method: "GetMetadataAllocated"}); !ok {
+			reader := locks.SnapshotReadKeys(context.Background(), &csi.GetMetadataAllocatedRequest{SnapshotId: "target"})
+			if _, ok := tab.TryLock(reader[0].Key, reader[0].Mode, locks.Owner{Method: "GetMetadataAllocated"}); !ok {
 				t.Error("a second reader was refused")
 			} else {
-				locks.Unlock(reader[0].Key, reader[0].Mode)
+				tab.Unlock(reader[0].Key, reader[0].Mode)
 			}
 			return nil
 		})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st := locks.Stats(); st.Held != 0 {
+	if st := tab.Stats(); st.Held != 0 {
 		t.Errorf("held %d keys after the stream ended, want 0", st.Held)
 	}
 
 	// A delete in progress: the stream's RecvMsg answers Aborted.
 	l := del[1]
-	if _, ok := locks.TryLock(l.Key, l.Mode, idempotency.Owner{Method: "DeleteSnapshot"}); !ok {
+	if _, ok := tab.TryLock(l.Key, l.Mode, locks.Owner{Method: "DeleteSnapshot"}); !ok {
 		t.Fatal("setup: lock")
 	}
-	defer locks.Unlock(l.Key, l.Mode)
+	defer tab.Unlock(l.Key, l.Mode)
 	ran := false
 	err = sic(nil, &fakeStream{req: &csi.GetMetadataAllocatedRequest{SnapshotId: "target"}},
 		&grpc.StreamServerInfo{FullMethod: csi.SnapshotMetadata_GetMetadataAllocated_FullMethodName},

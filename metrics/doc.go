@@ -1,8 +1,8 @@
 // Package metrics holds the observability of a CSI driver: Prometheus
 // collectors for gRPC operations (and the interceptors feeding them) and
-// for per-volume usage, and a small HTTP server for /metrics and /healthz.
-// The answers of NodeGetVolumeStats and the volume-health RPCs are built by
-// packages stats and health.
+// for per-volume usage, and the /metrics handler. The answers of
+// NodeGetVolumeStats and the volume-health RPCs are built by packages stats
+// and health; a driver's HTTP server with /healthz and /readyz is runner's.
 //
 // Invariants:
 //

@@ -6,8 +6,6 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"os/signal"
 	"strings"
 	"time"
 
@@ -59,31 +57,13 @@ func ExampleNewVolumeStatsCollector() {
 	}))
 }
 
-// A driver's main exposes /metrics and /healthz with one call, stopped by
-// the same context as the CSI server.
-func ExampleListenAndServe() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	reg := prometheus.NewRegistry()
-	var identity metrics.Prober // the driver's csi.IdentityServer
-	go func() {
-		err := metrics.ListenAndServe(ctx, ":9808", metrics.HTTPOptions{
-			Gatherer: reg, Probe: metrics.IdentityProbe(identity),
-		})
-		if err != nil {
-			log.Print(err)
-		}
-	}()
-	// ... serve CSI until ctx ends ...
-}
-
 // Handler mounts on any server, here httptest.
 func ExampleHandler() {
 	srv := httptest.NewServer(metrics.Handler(metrics.HTTPOptions{
-		Probe: func(ctx context.Context) error { return nil },
+		Gatherer: prometheus.NewRegistry(),
 	}))
 	defer srv.Close()
-	resp, err := http.Get(srv.URL + "/healthz")
+	resp, err := http.Get(srv.URL + "/metrics")
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -59,3 +59,20 @@ func CheckBindFlags(flags []string) error {
 	}
 	return nil
 }
+
+// BindFlags returns the flags of flags that a bind mount can carry, in
+// order: those CheckBindFlags accepts one by one. A filesystem volume's
+// NodePublishVolume passes its capability's mount_flags through it: the
+// stage mounted the filesystem with all of them, and the publish bind
+// repeats the per-mount ones (ro, nosuid, noexec, noatime, ...), which a
+// bind does not inherit. Flags of the filesystem ("discard", "data=...")
+// are left to the stage.
+func BindFlags(flags []string) []string {
+	var out []string
+	for _, f := range flags {
+		if CheckBindFlags([]string{f}) == nil {
+			out = append(out, f)
+		}
+	}
+	return out
+}

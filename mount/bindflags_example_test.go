@@ -20,3 +20,12 @@ func ExampleCheckBindFlags() {
 	// [noexec nosuid] OK
 	// [noexec sync] InvalidArgument
 }
+
+// A filesystem volume's publish binds the staged filesystem with the
+// per-mount flags of its capability; the filesystem's own options stayed
+// with the stage.
+func ExampleBindFlags() {
+	fmt.Println(mount.BindFlags([]string{"noatime", "discard", "nosuid", "data=ordered", "x-systemd.automount"}))
+	// Output:
+	// [noatime nosuid x-systemd.automount]
+}

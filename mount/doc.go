@@ -67,7 +67,9 @@
 //     Publish and Unpublish never read the mount table; mount-point checks
 //     cost one statx (or openat2) call however many mounts the node has.
 //   - External commands (blkid, fsck, mkfs.*, resize2fs, xfs_growfs, mount) run
-//     through the Runner with the call's context, so a deadline ends them.
+//     through the Runner with the call's context, so a deadline ends them
+//     (ExecRunner uses command.Run, which kills the tool's whole process
+//     group, helpers it forked included).
 //     A failure's message names the tool's reason (Summarize): the first
 //     meaningful lines of its stderr, not its version banner, usage text or
 //     progress on stdout.

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/csikit/csikit/command"
+	"github.com/csikit/csikit/internal/testenv"
 	"github.com/csikit/csikit/mount"
 	"google.golang.org/grpc/codes"
 )
@@ -180,6 +182,10 @@ func TestExecRunner(t *testing.T) {
 	if string(ee.Stdout) != "out\n" || string(ee.Stderr) != "err\n" {
 		t.Fatalf("streams: got stdout %q, stderr %q, want them apart", ee.Stdout, ee.Stderr)
 	}
+	var ce *command.Error
+	if !errors.As(err, &ce) || ce.ExitCode != 3 || ce.Command != "sh" {
+		t.Fatalf("got %v, want it to unwrap to the *command.Error", err)
+	}
 	out, _ = r.Run(ctx, "sh", "-c", "echo err >&2; sleep 0.05; echo out; exit 3")
 	if string(out) != "out\nerr\n" {
 		t.Fatalf("output: got %q, want stdout then stderr", out)
@@ -190,6 +196,7 @@ func TestExecRunner(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("got %v, want an error wrapping context.DeadlineExceeded", err)
 	}
+	testenv.WantCode(t, err, codes.DeadlineExceeded)
 	if out, err := r.Run(ctx, "sh", "-c", "echo $LC_ALL"); err != nil || string(out) != "C\n" {
 		t.Fatalf("LC_ALL: got %q, %v, want C", out, err)
 	}

@@ -1,7 +1,6 @@
 package mount
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/csikit/csikit/command"
 	"github.com/csikit/csikit/internal/logctx"
 )
 
@@ -42,7 +42,13 @@ type ExitError struct {
 	// them (ExecRunner does); the Mounter's error messages summarise them
 	// with Summarize, and fall back to Output when both are nil.
 	Stdout, Stderr []byte
+	// Err is the runner's own error, when it has one: ExecRunner's
+	// *command.Error. Unwrap returns it.
+	Err error
 }
+
+// Unwrap returns Err.
+func (e *ExitError) Unwrap() error { return e.Err }
 
 // Error describes the command and its exit status.
 func (e *ExitError) Error() string {
@@ -59,28 +65,25 @@ func (e *ExitError) Exited() bool { return true }
 // ExitStatus returns Code.
 func (e *ExitError) ExitStatus() int { return e.Code }
 
-// ExecRunner returns the default Runner: os/exec with the context's
-// deadline, LC_ALL=C so output parses the same everywhere, and a grace of
-// WaitDelay for stray children holding an output pipe. The output it
-// returns is stdout followed by stderr, each whole (not interleaved), and
-// its *ExitError keeps the two apart in Stdout and Stderr, so the cause a
-// tool writes to stderr is not lost under its progress on stdout.
+// ExecRunner returns the default Runner: command.Run with the context's
+// deadline, LC_ALL=C so output parses the same everywhere,
+// command.DefaultMaxOutput bytes kept of each stream, and the tool in a
+// process group of its own, killed whole (SIGTERM, then SIGKILL 5 seconds
+// later) when ctx ends or a stray child still holds an output pipe 5
+// seconds after the tool exited. The output it returns is stdout followed
+// by stderr, each whole (not interleaved), and its *ExitError keeps the two
+// apart in Stdout and Stderr, so the cause a tool writes to stderr is not
+// lost under its progress on stdout; it unwraps to the *command.Error. Any
+// other failure (stopped by ctx, killed by a signal, could not start) is
+// the *command.Error itself.
 func ExecRunner() Runner {
 	return RunnerFunc(func(ctx context.Context, name string, args ...string) ([]byte, error) {
-		cmd := exec.CommandContext(ctx, name, args...)
-		cmd.Env = append(cmd.Environ(), "LC_ALL=C")
-		cmd.WaitDelay = 5 * time.Second
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		out := append(append([]byte(nil), stdout.Bytes()...), stderr.Bytes()...)
-		if ctx.Err() != nil && err != nil {
-			return out, fmt.Errorf("%s: %w", name, ctx.Err())
-		}
-		var ee *exec.ExitError
-		if errors.As(err, &ee) && ee.Exited() {
-			return out, &ExitError{Command: name, Code: ee.ExitCode(), Output: out,
-				Stdout: stdout.Bytes(), Stderr: stderr.Bytes()}
+		res, err := command.Run(ctx, name, args, command.Options{Grace: 5 * time.Second})
+		out := append(append([]byte(nil), res.Stdout...), res.Stderr...)
+		var ce *command.Error
+		if errors.As(err, &ce) && ce.ExitCode >= 0 && (ce.Err == nil || errors.Is(ce.Err, exec.ErrWaitDelay)) {
+			return out, &ExitError{Command: name, Code: ce.ExitCode, Output: out,
+				Stdout: res.Stdout, Stderr: res.Stderr, Err: ce}
 		}
 		return out, err
 	})

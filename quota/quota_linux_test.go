@@ -18,8 +18,8 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/csikit/csikit/block"
+	"github.com/csikit/csikit/csitest/vmtest"
 	"github.com/csikit/csikit/internal/testenv"
-	"github.com/csikit/csikit/internal/vmtest"
 	"github.com/csikit/csikit/quota"
 )
 

@@ -46,6 +46,9 @@ var faults = []struct {
 	// requested size instead of the filesystem.
 	{fault: "stats_wrong_device", catches: "block/Node/NodeGetVolumeStats/published_volume"},
 	{fault: "stats_requested_size", catches: "mount/Node/NodeGetVolumeStats/published_volume"},
+	// Used bytes that never move (three tries, so a shared filesystem's
+	// noise cannot hide or fake it).
+	{fault: "stats_frozen_used", catches: "mount/DataPath/stats_track_writes"},
 	// Publish binds an empty, never staged staging directory.
 	{fault: "publish_unstaged_dir", catches: "mount/Node/NodePublishVolume/not_staged"},
 	// Conflicting repeats answered OK; a second volume on a staging path

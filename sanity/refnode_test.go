@@ -323,6 +323,9 @@ func (d *refDriver) NodeGetVolumeStats(_ context.Context, r *csi.NodeGetVolumeSt
 	if d.fault == "stats_requested_size" {
 		total = m.Capacity
 	}
+	if d.fault == "stats_frozen_used" {
+		used = 0
+	}
 	return &csi.NodeGetVolumeStatsResponse{Usage: []*csi.VolumeUsage{{Unit: csi.VolumeUsage_BYTES, Total: total, Used: used, Available: max(min(avail, total-used), 0)}}}, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/csikit/csikit/csi/requestid"
+	"github.com/csikit/csikit/internal/grpcstream"
 	"github.com/csikit/csikit/internal/logctx"
 
 	"google.golang.org/grpc"
@@ -34,13 +35,12 @@ func (l *callLogger) interceptStream(srv any, ss grpc.ServerStream, info *grpc.S
 		return handler(srv, ss) // a nil logger: nothing is ever written
 	}
 	start := time.Now()
-	ss = scopedStream{ServerStream: ss, ctx: logctx.NewContext(ss.Context(), l.h, info.FullMethod, requestid.FromContext, start)}
-	ctx := ss.Context()
+	ctx := logctx.NewContext(ss.Context(), l.h, info.FullMethod, requestid.FromContext, start)
 	if l.bounded && !l.h.Enabled(ctx, l.maxLevel) {
-		return handler(srv, ss)
+		return handler(srv, grpcstream.WithContext(ss, ctx))
 	}
-	ls := &loggedStream{ServerStream: ss, l: l, method: info.FullMethod, debug: l.h.Enabled(ctx, slog.LevelDebug)}
-	err := handler(srv, ls)
+	ls := &streamLog{l: l, ctx: ctx, method: info.FullMethod, debug: l.h.Enabled(ctx, slog.LevelDebug)}
+	err := handler(srv, &grpcstream.Stream{ServerStream: ss, Ctx: ctx, OnRecv: ls.recv, OnSend: ls.send})
 
 	code := status.Code(err)
 	level := l.level(info.FullMethod, code)
@@ -52,8 +52,8 @@ func (l *callLogger) interceptStream(srv any, ss grpc.ServerStream, info *grpc.S
 	r.AddAttrs(slog.String(KeyCode, code.String()), slog.Duration(KeyDuration, now.Sub(start)), slog.Int64(KeySent, ls.sent.Load()))
 	if err != nil {
 		msg := status.Convert(err).Message()
-		if ls.first != nil {
-			msg = secrets.Redact(msg, ls.first)
+		if first, ok := ls.first.Get().(proto.Message); ok {
+			msg = secrets.Redact(msg, first)
 		}
 		r.AddAttrs(slog.String(KeyError, msg))
 	}
@@ -61,51 +61,31 @@ func (l *callLogger) interceptStream(srv any, ss grpc.ServerStream, info *grpc.S
 	return err
 }
 
-// loggedStream remembers the first request (for redaction and the Debug
+// streamLog remembers the first request (for redaction and the Debug
 // line) and counts what is sent. The handler's goroutine is the only one
 // receiving. Sending may be done by another goroutine (csikit's
 // SnapshotMetadata streams send from one of their own, which can still be
 // blocked in SendMsg when the handler returns after a stalled client), so
 // the count is atomic.
-type loggedStream struct {
-	grpc.ServerStream
+type streamLog struct {
 	l      *callLogger
+	ctx    context.Context
 	method string
 	debug  bool
-	first  proto.Message
+	first  grpcstream.First
 	sent   atomic.Int64
 }
 
-func (s *loggedStream) RecvMsg(m any) error {
-	if err := s.ServerStream.RecvMsg(m); err != nil {
-		return err
+func (s *streamLog) recv(m any) error {
+	if _, ok := m.(proto.Message); !ok || !s.first.Record(m) {
+		return nil
 	}
-	if s.first == nil {
-		if pm, ok := m.(proto.Message); ok {
-			s.first = pm
-		}
-		if s.debug {
-			ctx := s.Context()
-			h, r := s.l.record(ctx, time.Now(), slog.LevelDebug, MsgStarted, s.method)
-			r.AddAttrs(body(KeyRequest, m))
-			h.Handle(ctx, r)
-		}
+	if s.debug {
+		h, r := s.l.record(s.ctx, time.Now(), slog.LevelDebug, MsgStarted, s.method)
+		r.AddAttrs(body(KeyRequest, m))
+		h.Handle(s.ctx, r)
 	}
 	return nil
 }
 
-func (s *loggedStream) SendMsg(m any) error {
-	if err := s.ServerStream.SendMsg(m); err != nil {
-		return err
-	}
-	s.sent.Add(1)
-	return nil
-}
-
-// scopedStream carries the call's logger in its context (FromContext).
-type scopedStream struct {
-	grpc.ServerStream
-	ctx context.Context
-}
-
-func (s scopedStream) Context() context.Context { return s.ctx }
+func (s *streamLog) send(any) { s.sent.Add(1) }

@@ -2,6 +2,8 @@ package recovery
 
 import (
 	"google.golang.org/grpc"
+
+	"github.com/csikit/csikit/internal/grpcstream"
 )
 
 // StreamServerInterceptor is the stream variant of UnaryServerInterceptor:
@@ -11,26 +13,12 @@ import (
 // first request the handler received.
 func StreamServerInterceptor(opts Options) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
-		rs := &firstRecv{ServerStream: ss}
+		rs, first := grpcstream.CaptureFirst(ss)
 		defer func() {
 			if r := recover(); r != nil {
-				err = handlePanic(ss.Context(), opts, info.FullMethod, rs.first, r)
+				err = handlePanic(ss.Context(), opts, info.FullMethod, first.Get(), r)
 			}
 		}()
 		return handler(srv, rs)
 	}
-}
-
-// firstRecv remembers the first message the handler received.
-type firstRecv struct {
-	grpc.ServerStream
-	first any
-}
-
-func (s *firstRecv) RecvMsg(m any) error {
-	err := s.ServerStream.RecvMsg(m)
-	if err == nil && s.first == nil {
-		s.first = m
-	}
-	return err
 }

@@ -1,9 +1,9 @@
 package requestid
 
 import (
-	"context"
-
 	"google.golang.org/grpc"
+
+	"github.com/csikit/csikit/internal/grpcstream"
 )
 
 // StreamServerInterceptor is the stream variant of UnaryServerInterceptor:
@@ -11,14 +11,6 @@ import (
 func StreamServerInterceptor() grpc.StreamServerInterceptor {
 	g := newGenerator()
 	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		return handler(srv, &idStream{ServerStream: ss, ctx: g.context(ss.Context())})
+		return handler(srv, grpcstream.WithContext(ss, g.context(ss.Context())))
 	}
 }
-
-// idStream is a ServerStream with the request ID's context.
-type idStream struct {
-	grpc.ServerStream
-	ctx context.Context
-}
-
-func (s *idStream) Context() context.Context { return s.ctx }

@@ -3,6 +3,7 @@ package secrets
 import (
 	"context"
 
+	"github.com/csikit/csikit/internal/grpcstream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -160,28 +161,19 @@ func (r *Redactor) redactFields(m protoreflect.Message) bool {
 // server received on the stream.
 func StreamServerInterceptor() grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-		rs := &recordingStream{ServerStream: ss}
-		err := handler(srv, rs)
-		if err != nil && len(rs.reqs) > 0 {
-			err = RedactError(err, rs.reqs...)
+		// The requests received, for redaction. Streams in CSI are
+		// server-streaming (one request), so this holds one message; only
+		// the handler's goroutine receives.
+		var reqs []proto.Message
+		err := handler(srv, &grpcstream.Stream{ServerStream: ss, OnRecv: func(m any) error {
+			if pm, ok := m.(proto.Message); ok {
+				reqs = append(reqs, pm)
+			}
+			return nil
+		}})
+		if err != nil && len(reqs) > 0 {
+			err = RedactError(err, reqs...)
 		}
 		return err
 	}
-}
-
-// recordingStream keeps the requests received, for redaction. Streams in
-// CSI are server-streaming (one request), so this holds one message.
-type recordingStream struct {
-	grpc.ServerStream
-	reqs []proto.Message
-}
-
-func (s *recordingStream) RecvMsg(m any) error {
-	if err := s.ServerStream.RecvMsg(m); err != nil {
-		return err
-	}
-	if pm, ok := m.(proto.Message); ok {
-		s.reqs = append(s.reqs, pm)
-	}
-	return nil
 }

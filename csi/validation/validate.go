@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"github.com/csikit/csikit/internal/grpcstream"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -76,21 +77,9 @@ func StreamServerInterceptor(cfg Config) grpc.StreamServerInterceptor {
 		if _, ok := table[info.FullMethod]; !ok {
 			return handler(srv, ss)
 		}
-		return handler(srv, &validatingStream{ServerStream: ss, method: info.FullMethod, cfg: &cfg})
+		method := info.FullMethod
+		return handler(srv, &grpcstream.Stream{ServerStream: ss, OnRecv: func(m any) error { return Validate(method, m, &cfg) }})
 	}
-}
-
-type validatingStream struct {
-	grpc.ServerStream
-	method string
-	cfg    *Config
-}
-
-func (s *validatingStream) RecvMsg(m any) error {
-	if err := s.ServerStream.RecvMsg(m); err != nil {
-		return err
-	}
-	return Validate(s.method, m, s.cfg)
 }
 
 // Confirm answers ValidateVolumeCapabilities for a request that passed

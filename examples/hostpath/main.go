@@ -22,11 +22,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"runtime/debug"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,7 +34,6 @@ import (
 	"github.com/csikit/csikit/examples/hostpath/driver"
 	"github.com/csikit/csikit/k8s/csidriver"
 	"github.com/csikit/csikit/k8s/registration"
-	"github.com/csikit/csikit/metrics"
 	"github.com/csikit/csikit/runner"
 )
 
@@ -87,8 +84,8 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	// runner stops the driver on SIGINT and SIGTERM once it serves.
+	ctx := context.Background()
 
 	dopts := driver.Options{
 		StateDir: cfg.stateDir, NodeID: cfg.nodeID, Capacity: cfg.capacity,
@@ -120,18 +117,16 @@ func run(args []string) error {
 	}
 	defer d.Close()
 
-	var reg *prometheus.Registry
-	if cfg.metricsAddr != "" {
-		reg = prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	}
 	opts := serverOptions(cfg, logger)
 	opts.Journal = d.Journal()
 	// The group delete locks the members the driver recorded, not only
 	// those the request lists.
 	opts.LockKeys = d.LockKeys()
-	if reg != nil {
-		opts.Registry = reg
+	var reg prometheus.Gatherer
+	if cfg.metricsAddr != "" {
+		r := prometheus.NewRegistry()
+		r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		opts.Registry, reg = r, r
 	}
 	srv, err := csikit.NewServer(d, opts)
 	if err != nil {
@@ -141,33 +136,26 @@ func run(args []string) error {
 	fmt.Fprintf(os.Stderr, "hostpath %s: driver %s on node %s, serving %s, state in %s\n",
 		version(), cfg.driverName, cfg.nodeID, cfg.endpoint, cfg.stateDir)
 	fmt.Fprintln(os.Stderr, stateNotice(cfg, existed))
-	// The parts run together and stop in reverse order: the sweep first,
-	// then the CSI server drains, then kubelet registration, and /metrics
-	// and /healthz last, so they see the end of the drain.
-	g := runner.New(runner.Options{Logger: logger})
-	if reg != nil {
-		g.Add("metrics", runner.Func(func(ctx context.Context) error {
-			return metrics.ListenAndServe(ctx, cfg.metricsAddr, metrics.HTTPOptions{Gatherer: reg, Probe: g.Check, Logger: logger})
-		}))
-	}
+	var kubelet *registration.Options
 	if cfg.kubeletRegistration != "" {
-		kubelet, err := registration.New(registration.Options{DriverName: cfg.driverName, Endpoint: cfg.kubeletRegistration,
-			Dir: cfg.kubeletRegistrationDir, Logger: logger})
-		if err != nil {
-			return err
-		}
-		g.Add("kubelet-registration", runner.Func(kubelet.Run), runner.WithCheck(func(context.Context) error { return kubelet.Err() }))
+		kubelet = &registration.Options{DriverName: cfg.driverName, Endpoint: cfg.kubeletRegistration, Dir: cfg.kubeletRegistrationDir}
 	}
-	g.Add("csi", runner.Func(func(ctx context.Context) error { return srv.ListenAndServe(ctx, cfg.endpoint) }),
-		runner.WithCheck(metrics.IdentityProbe(srv)))
-	// Releases, at start and then hourly, the journal reservations of
-	// creates that failed a day or more ago and were never retried to
-	// success (their PVC was deleted meanwhile), with what they left on disk.
-	g.Add("sweep", runner.Every(time.Hour, func(ctx context.Context) error {
-		_, err := d.SweepAbandoned(ctx, srv.Locks(), 24*time.Hour)
+	// The sweep releases, at start and then hourly, the journal
+	// reservations of creates that failed a day or more ago and were never
+	// retried to success (their PVC was deleted meanwhile), with what they
+	// left on disk.
+	r, err := runner.NewDriver(runner.DriverOptions{
+		Server: srv, Endpoint: cfg.endpoint, HTTPAddress: cfg.metricsAddr, Metrics: reg, Registration: kubelet,
+		Sweep: func(ctx context.Context) error {
+			_, err := d.SweepAbandoned(ctx, srv.Locks(), 24*time.Hour)
+			return err
+		},
+		Logger: logger,
+	})
+	if err != nil {
 		return err
-	}, func(err error) { logger.Warn("sweeping abandoned reservations", "error", err) }))
-	return g.Run(ctx)
+	}
+	return r.Run(ctx)
 }
 
 // stateNotice says, at start, where the driver keeps its state, that it
@@ -206,7 +194,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.nodeID, "nodeid", host, "node ID")
 	fs.StringVar(&c.stateDir, "state-dir", defState, "directory holding volumes, snapshots and state")
 	fs.StringVar(&c.driverName, "driver-name", "hostpath.csikit.dev", "CSI driver name")
-	fs.StringVar(&c.metricsAddr, "metrics-address", "", "address for /metrics and /healthz (empty = off)")
+	fs.StringVar(&c.metricsAddr, "metrics-address", "", "address for /metrics, /healthz and /readyz (empty = off)")
 	fs.Int64Var(&c.maxVolumes, "max-volumes-per-node", 0, "attach limit per node (0 = none)")
 	fs.Int64Var(&c.capacity, "capacity", 0, "total bytes offered (0 = the free space of the state directory)")
 	fs.BoolVar(&c.enableAttach, "enable-attach", false, "implement ControllerPublish/Unpublish")

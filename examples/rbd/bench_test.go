@@ -25,7 +25,7 @@ import (
 	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/examples/rbd/driver"
 	"github.com/csikit/csikit/examples/rbd/internal/cephtest"
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 )
 
 // latencies collects per-operation durations and reports p50/p99.
@@ -208,7 +208,7 @@ func BenchmarkCreateDeleteVolume(b *testing.B) {
 	ctrl := serve(b, c)
 	var lat latencies
 	var n atomic.Int64
-	prefix := idempotency.RandomID("")[:8]
+	prefix := journal.RandomID("")[:8]
 	b.SetParallelism(max(1, 8/runtime.GOMAXPROCS(0))) // 8 clients
 	b.ResetTimer()
 	cpu := startCPU(c)
@@ -251,7 +251,7 @@ func BenchmarkCreateDeleteCLI(b *testing.B) {
 	img := benchImageFromEnv(b)
 	var lat latencies
 	var n atomic.Int64
-	prefix := idempotency.RandomID("")[:8]
+	prefix := journal.RandomID("")[:8]
 	b.SetParallelism(max(1, 8/runtime.GOMAXPROCS(0))) // 8 clients
 	b.ResetTimer()
 	cpu := startCPU(c)
@@ -287,20 +287,20 @@ func BenchmarkJournalReserveCommit(b *testing.B) {
 			j := driver.NewOmapJournal(pool, driver.Credentials{User: c.User, Key: c.Key}, c.Pool)
 			var lat latencies
 			var n atomic.Int64
-			prefix := idempotency.RandomID("")[:8]
+			prefix := journal.RandomID("")[:8]
 			var ids sync.Map
 			b.SetParallelism(max(1, par/runtime.GOMAXPROCS(0)))
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
 				ctx := context.Background()
 				for pb.Next() {
-					name, id := fmt.Sprintf("jb-%s-%d", prefix, n.Add(1)), idempotency.RandomID("")
+					name, id := fmt.Sprintf("jb-%s-%d", prefix, n.Add(1)), journal.RandomID("")
 					start := time.Now()
-					if _, err := j.Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: name, ID: id, Fingerprint: []byte("fp")}); err != nil {
+					if _, err := j.Reserve(ctx, journal.Reservation{Kind: journal.KindVolume, Name: name, ID: id, Fingerprint: []byte("fp")}); err != nil {
 						b.Error(err)
 						return
 					}
-					if err := j.Commit(ctx, idempotency.KindVolume, name, id, []byte("response")); err != nil {
+					if err := j.Commit(ctx, journal.KindVolume, name, id, []byte("response")); err != nil {
 						b.Error(err)
 						return
 					}
@@ -311,7 +311,7 @@ func BenchmarkJournalReserveCommit(b *testing.B) {
 			b.StopTimer()
 			lat.report(b)
 			ids.Range(func(k, _ any) bool {
-				_ = j.Release(context.Background(), idempotency.KindVolume, k.(string))
+				_ = j.Release(context.Background(), journal.KindVolume, k.(string))
 				return true
 			})
 		})

@@ -2,16 +2,11 @@ module github.com/csikit/csikit/examples/rbd
 
 go 1.26.0
 
-replace github.com/csikit/csikit => ../..
-
-// The Kubernetes-level test (test/kube) runs the driver under sanity/kube.
-replace github.com/csikit/csikit/sanity/kube => ../../sanity/kube
-
 require (
 	github.com/ceph/go-ceph v0.40.0
 	github.com/container-storage-interface/spec v1.14.0
-	github.com/csikit/csikit v0.0.0-00010101000000-000000000000
-	github.com/csikit/csikit/sanity/kube v0.0.0-00010101000000-000000000000
+	github.com/csikit/csikit v0.1.0
+	github.com/csikit/csikit/sanity/kube v0.1.0
 	github.com/kubernetes-csi/external-snapshotter/client/v8 v8.7.0
 	github.com/prometheus/client_golang v1.25.0
 	golang.org/x/sys v0.50.0

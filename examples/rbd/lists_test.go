@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/examples/rbd/internal/cephtest"
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 )
 
 // TestListsSurviveForeignPools: a tenant's CreateVolume naming a pool its
@@ -27,7 +27,7 @@ func TestListsSurviveForeignPools(t *testing.T) {
 	admin := cephtest.Admin(t, c)
 	foreign := cephtest.NewPool(t, admin) // the tenant has no caps on it
 	adminSecrets := cephtest.AdminSecrets(t, c)
-	doomed := "doomed-" + idempotency.RandomID("")[:8]
+	doomed := "doomed-" + journal.RandomID("")[:8]
 	if err := admin.MakePool(doomed); err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@
 //	rbd --monitors 10.0.0.1:3300 --endpoint unix:///csi/csi.sock --nodeid $(hostname)
 //
 // On a node it registers itself with kubelet (--kubelet-registration-path,
-// no node-driver-registrar) and serves /healthz and /metrics
+// no node-driver-registrar) and serves /healthz, /readyz and /metrics
 // (--metrics-address, no livenessprobe sidecar).
 //
 // Ceph credentials come only from the CSI secrets of each request
@@ -23,9 +23,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"runtime/debug"
-	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,10 +31,9 @@ import (
 
 	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/examples/rbd/driver"
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 	"github.com/csikit/csikit/k8s/csidriver"
 	"github.com/csikit/csikit/k8s/registration"
-	"github.com/csikit/csikit/metrics"
 	"github.com/csikit/csikit/runner"
 )
 
@@ -72,7 +69,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.timeout, "ceph-timeout", 30*time.Second, "timeout of each Ceph operation")
 	fs.DurationVar(&c.createLease, "create-lease", driver.DefaultCreateLease, "how long a create's journal reservation stays its own unrenewed (a running create renews it); the sweep of abandoned creates takes over only expired ones")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&c.metricsAddr, "metrics-address", "", "address for /metrics and /healthz (empty = off)")
+	fs.StringVar(&c.metricsAddr, "metrics-address", "", "address for /metrics, /healthz and /readyz (empty = off)")
 	fs.StringVar(&c.kubeletRegistration, "kubelet-registration-path", "", "register with kubelet directly (no node-driver-registrar): the CSI socket's path on the host, e.g. /var/lib/kubelet/plugins/rbd.csikit.dev/csi.sock")
 	fs.StringVar(&c.kubeletRegistrationDir, "kubelet-registration-dir", registration.DefaultDir, "kubelet's plugin registration directory (for a kubelet with a non-default --root-dir)")
 	fs.BoolVar(&c.printCSIDriver, "print-csidriver", false, "print the CSIDriver object as YAML and exit")
@@ -116,16 +113,14 @@ func run(args []string) error {
 		return err
 	}
 	defer d.Close()
-	var reg *prometheus.Registry
-	if cfg.metricsAddr != "" && !cfg.printCSIDriver {
-		reg = prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	}
 	opts := d.ServerOptions(csikit.Options{
 		Name: cfg.driverName, Version: version(), NodeID: cfg.nodeID, Logger: logger,
 	})
-	if reg != nil {
-		opts.Registry = reg
+	var reg prometheus.Gatherer
+	if cfg.metricsAddr != "" && !cfg.printCSIDriver {
+		r := prometheus.NewRegistry()
+		r.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		opts.Registry, reg = r, r
 	}
 	srv, err := csikit.NewServer(d.Service(), opts)
 	if err != nil {
@@ -143,43 +138,33 @@ func run(args []string) error {
 		_, err = os.Stdout.Write(y)
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	fmt.Fprintf(os.Stderr, "rbd %s: driver %s on node %s, serving %s, monitors %s\n", version(), cfg.driverName, cfg.nodeID, cfg.endpoint, cfg.monitors)
-	// The parts run together and stop in reverse order: the sweep first,
-	// then the CSI server drains, then kubelet registration, and /metrics
-	// and /healthz last, so they see the end of the drain.
-	g := runner.New(runner.Options{Logger: logger})
-	if reg != nil {
-		g.Add("metrics", runner.Func(func(ctx context.Context) error {
-			return metrics.ListenAndServe(ctx, cfg.metricsAddr, metrics.HTTPOptions{Gatherer: reg, Probe: g.Check, Logger: logger})
-		}))
-	}
+	var kubelet *registration.Options
 	if cfg.kubeletRegistration != "" {
-		kubelet, err := registration.New(registration.Options{DriverName: cfg.driverName, Endpoint: cfg.kubeletRegistration,
-			Dir: cfg.kubeletRegistrationDir, Logger: logger})
-		if err != nil {
-			return err
-		}
-		g.Add("kubelet-registration", runner.Func(kubelet.Run), runner.WithCheck(func(context.Context) error { return kubelet.Err() }))
+		kubelet = &registration.Options{DriverName: cfg.driverName, Endpoint: cfg.kubeletRegistration, Dir: cfg.kubeletRegistrationDir}
 	}
-	g.Add("csi", runner.Func(func(ctx context.Context) error { return srv.ListenAndServe(ctx, cfg.endpoint) }),
-		runner.WithCheck(metrics.IdentityProbe(srv)))
-	// Releases, hourly, the journal reservations of creates that failed a
-	// day or more ago and were never retried to success, in the pools
-	// served since start, removing any image made under them, and the
-	// hidden deleted images nothing needs any more. Every replica sweeps;
-	// a reservation is claimed in RADOS first, and only once its lease
+	// The sweep releases, hourly, the journal reservations of creates that
+	// failed a day or more ago and were never retried to success, in the
+	// pools served since start, removing any image made under them, and the
+	// hidden deleted images nothing needs any more. Every replica sweeps; a
+	// reservation is claimed in RADOS first, and only once its lease
 	// expired. (The first, at start, finds no pool served yet.)
-	g.Add("sweep", runner.Every(time.Hour, func(ctx context.Context) error {
-		var errs []error
-		for _, k := range []idempotency.Kind{idempotency.KindVolume, idempotency.KindSnapshot} {
-			_, err := d.SweepAbandoned(ctx, k, 24*time.Hour)
-			errs = append(errs, err)
-		}
-		return errors.Join(errs...)
-	}, func(err error) { logger.Warn("sweeping abandoned reservations", "error", err) }))
-	return g.Run(ctx)
+	r, err := runner.NewDriver(runner.DriverOptions{
+		Server: srv, Endpoint: cfg.endpoint, HTTPAddress: cfg.metricsAddr, Metrics: reg, Registration: kubelet,
+		Sweep: func(ctx context.Context) error {
+			var errs []error
+			for _, k := range []journal.Kind{journal.KindVolume, journal.KindSnapshot} {
+				_, err := d.SweepAbandoned(ctx, k, 24*time.Hour)
+				errs = append(errs, err)
+			}
+			return errors.Join(errs...)
+		},
+		Logger: logger,
+	})
+	if err != nil {
+		return err
+	}
+	return r.Run(context.Background()) // until SIGINT or SIGTERM
 }
 
 // version is the module version the binary was built from, or a

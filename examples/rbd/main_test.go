@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/csikit/csikit/internal/vmtest"
+	"github.com/csikit/csikit/csitest/vmtest"
 )
 
 // TestMain removes the driver binary driverBinary built, if any.

@@ -24,7 +24,7 @@ import (
 
 	"github.com/csikit/csikit/examples/rbd/driver"
 	"github.com/csikit/csikit/examples/rbd/internal/cephtest"
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 )
 
 var (
@@ -247,7 +247,7 @@ func TestKillDashNineMidCreate(t *testing.T) {
 	conns := driver.NewConnPool(c.Monitors, 30*time.Second, time.Minute)
 	defer conns.Close()
 	j := driver.NewOmapJournal(conns, creds, pool)
-	if recs, err := j.Uncommitted(ctx, idempotency.KindVolume, time.Now()); err == nil {
+	if recs, err := j.Uncommitted(ctx, journal.KindVolume, time.Now()); err == nil {
 		t.Logf("after the kills: %d of %d names hold an uncommitted reservation, %d images exist", len(recs), len(names), len(poolImages(t, c, secrets, pool)))
 	}
 	// The other replica completes what the dead one reserved.
@@ -282,7 +282,7 @@ func TestKillDashNineMidCreate(t *testing.T) {
 			t.Errorf("image %s of a committed name is missing", n)
 		}
 	}
-	if recs, err := j.Uncommitted(ctx, idempotency.KindVolume, time.Now()); err != nil || len(recs) != 0 {
+	if recs, err := j.Uncommitted(ctx, journal.KindVolume, time.Now()); err != nil || len(recs) != 0 {
 		t.Errorf("after the retries: %d uncommitted reservations (%v), want 0", len(recs), err)
 	}
 }
@@ -308,10 +308,10 @@ func TestReplicaCompletesReservation(t *testing.T) {
 		t.Fatal(err)
 	}
 	req := createReq("half-made", pool, secrets)
-	fp, _ := idempotency.Fingerprint(req)
+	fp, _ := journal.Fingerprint(req)
 	j := driver.NewOmapJournal(conns, creds, pool)
-	reserved := fmt.Sprintf("%d-m%s", poolID, idempotency.RandomID("")) // a mount volume
-	if _, err := j.Reserve(context.Background(), idempotency.Reservation{Kind: idempotency.KindVolume, Name: req.Name, Fingerprint: fp, ID: reserved}); err != nil {
+	reserved := fmt.Sprintf("%d-m%s", poolID, journal.RandomID("")) // a mount volume
+	if _, err := j.Reserve(context.Background(), journal.Reservation{Kind: journal.KindVolume, Name: req.Name, Fingerprint: fp, ID: reserved}); err != nil {
 		t.Fatal(err)
 	}
 	b := startDriver(t, c, pool, t.TempDir())
@@ -324,7 +324,7 @@ func TestReplicaCompletesReservation(t *testing.T) {
 	if id != reserved {
 		t.Fatalf("the surviving replica created %s, want the dead one's reservation %s", id, reserved)
 	}
-	rec, ok, err := j.LookupName(ctx, idempotency.KindVolume, req.Name)
+	rec, ok, err := j.LookupName(ctx, journal.KindVolume, req.Name)
 	if err != nil || !ok || !rec.Committed {
 		t.Fatalf("reservation after the retry: %+v, %v, %v; want committed", rec, ok, err)
 	}

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/capacity"
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 	"github.com/csikit/csikit/mount"
 	"github.com/csikit/csikit/stats"
 )
@@ -33,7 +33,7 @@ const topologyKey = "tmpfs.csikit.dev/node"
 type driver struct {
 	dir    string // volumes are mounted below it
 	nodeID string
-	sizes  *idempotency.KV // volume ID -> size in bytes (decimal)
+	sizes  *journal.KV // volume ID -> size in bytes (decimal)
 	m      mount.Interface
 	sizing capacity.Options
 }
@@ -96,7 +96,7 @@ func (d *driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 	if err := checkFSType(r.GetVolumeCapabilities()...); err != nil {
 		return nil, err
 	}
-	id, err := idempotency.RequireReservedID(ctx)
+	id, err := journal.RequireReservedID(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -20,18 +20,18 @@ import (
 
 	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/capacity"
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 	"github.com/csikit/csikit/mount"
 	"github.com/csikit/csikit/runner"
 )
 
 // open opens the driver's state below dir and returns it with the server
 // options it needs; the caller closes the journal.
-func open(dir, nodeID string, maxSize int64) (*driver, *idempotency.FileJournal, csikit.Options, error) {
+func open(dir, nodeID string, maxSize int64) (*driver, *journal.File, csikit.Options, error) {
 	if err := os.MkdirAll(filepath.Join(dir, "volumes"), 0o700); err != nil {
 		return nil, nil, csikit.Options{}, err
 	}
-	j, err := idempotency.OpenFileJournal(filepath.Join(dir, "journal"), idempotency.FileJournalOptions{})
+	j, err := journal.OpenFile(filepath.Join(dir, "journal"), journal.FileOptions{})
 	if err != nil {
 		return nil, nil, csikit.Options{}, err
 	}
@@ -79,7 +79,9 @@ func run(ctx context.Context, logger *slog.Logger, endpoint, state, nodeID strin
 	if err != nil {
 		return err
 	}
-	g := runner.New(runner.Options{Logger: logger})
-	g.Add("csi", runner.Func(func(ctx context.Context) error { return srv.ListenAndServe(ctx, endpoint) }))
-	return g.Run(ctx)
+	r, err := runner.NewDriver(runner.DriverOptions{Server: srv, Endpoint: endpoint, Logger: logger})
+	if err != nil {
+		return err
+	}
+	return r.Run(ctx)
 }

@@ -1,6 +1,6 @@
 // Package kvlog is a small crash-safe key-value store: an in-memory map of
 // buckets of keys, made durable by an append-only, checksummed log file
-// with group commit. It backs idempotency.FileJournal.
+// with group commit. It backs journal.File.
 //
 // Why not a B-tree file (bbolt, which this replaced): a copy-on-write
 // B-tree commit needs two ordered flushes (pages, then the meta page),

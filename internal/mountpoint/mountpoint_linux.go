@@ -86,6 +86,10 @@ type Entry struct {
 	Point string
 	// FSType is the file system type, e.g. "ext4".
 	FSType string
+	// Root is the path, inside its file system, of what is mounted: "/"
+	// for a whole file system, the file's path for a bind mount of one
+	// file (a device node bound onto a block volume's target: "/loop3").
+	Root string
 }
 
 // List reads /proc/self/mountinfo, in its order (a mount stacked on a
@@ -104,7 +108,7 @@ func List() ([]Entry, error) {
 		if len(fields) < 5 {
 			continue
 		}
-		e := Entry{Point: UnescapeOctal(fields[4])}
+		e := Entry{Point: UnescapeOctal(fields[4]), Root: UnescapeOctal(fields[3])}
 		if i := slices.Index(fields[5:], "-"); i >= 0 && 5+i+1 < len(fields) {
 			e.FSType = fields[5+i+1]
 		}

@@ -76,7 +76,7 @@ func EnsureBinaries(ctx context.Context, o BuildOptions) (string, error) {
 	if err := o.defaults(); err != nil {
 		return "", err
 	}
-	return ensureTools(ctx, o, binaryNames())
+	return ensureTools(ctx, o, binaryNames(), nil)
 }
 
 // BinariesDir returns the directory EnsureBinaries builds into and reuses
@@ -112,21 +112,64 @@ func (o *BuildOptions) defaults() error {
 
 // EnsureRuntimeBinaries is EnsureBinaries for the container runtime of the
 // kubelet mode (containerd, its runc shim and ctr), from the tool block of
-// the separate module in <ModuleDir>/runtime, into
+// the separate module in <ModuleDir>/runtime (from a module cache: that
+// module at this module's version, downloaded), into
 // <CacheDir>/runtime/<hash>. BuildOptions.ModuleDir is the kube module's
 // directory, as for EnsureBinaries.
 func EnsureRuntimeBinaries(ctx context.Context, o BuildOptions) (string, error) {
 	if err := o.defaults(); err != nil {
 		return "", err
 	}
-	o.ModuleDir = filepath.Join(o.ModuleDir, "runtime")
+	dir, err := runtimeModuleDir(ctx, o.ModuleDir)
+	if err != nil {
+		return "", err
+	}
+	o.ModuleDir = dir
 	o.CacheDir = filepath.Join(o.CacheDir, "runtime")
-	return ensureTools(ctx, o, runtimeBinaryNames())
+	// The runtime module is in no go.work (its replaces would clash with
+	// this module's) and requires no csikit module: it builds on its own.
+	return ensureTools(ctx, o, runtimeBinaryNames(), []string{"GOWORK=off"})
+}
+
+// runtimeModule is the module path of the container runtime's tool module.
+const runtimeModule = "github.com/csikit/csikit/sanity/kube/runtime"
+
+// runtimeModuleDir returns the directory of the container runtime's module:
+// <kubeDir>/runtime in a checkout. A module cache holds a nested module
+// apart from its parent (no module's zip contains another's go.mod), so
+// there, with kubeDir named "...@VERSION", it is runtimeModule at the same
+// VERSION, fetched with `go mod download` (every module is released at one
+// version).
+func runtimeModuleDir(ctx context.Context, kubeDir string) (string, error) {
+	dir := filepath.Join(kubeDir, "runtime")
+	if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+		return dir, nil
+	}
+	_, version, ok := strings.Cut(filepath.Base(kubeDir), "@")
+	if !ok {
+		return "", fmt.Errorf("kube: %s has no runtime/go.mod and is not a module cache directory (set KubeletOptions.RuntimeBinDir to prebuilt binaries)", kubeDir)
+	}
+	cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", runtimeModule+"@"+version)
+	cmd.Dir = os.TempDir()
+	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
+	out, err := cmd.Output()
+	var mod struct{ Dir, Error string }
+	if jerr := json.Unmarshal(out, &mod); jerr == nil && mod.Error != "" {
+		return "", fmt.Errorf("kube: go mod download %s@%s: %s", runtimeModule, version, mod.Error)
+	}
+	if err != nil {
+		return "", fmt.Errorf("kube: go mod download %s@%s: %w", runtimeModule, version, err)
+	}
+	if mod.Dir == "" {
+		return "", fmt.Errorf("kube: go mod download %s@%s gave no directory: %s", runtimeModule, version, out)
+	}
+	return mod.Dir, nil
 }
 
 // ensureTools builds the tool block of o.ModuleDir into
-// <o.CacheDir>/<hash>, unless names are all there already.
-func ensureTools(ctx context.Context, o BuildOptions, names []string) (string, error) {
+// <o.CacheDir>/<hash>, unless names are all there already; env is added to
+// the go command's environment.
+func ensureTools(ctx context.Context, o BuildOptions, names []string, env []string) (string, error) {
 	dir, err := toolsDir(o)
 	if err != nil {
 		return "", err
@@ -144,6 +187,9 @@ func ensureTools(ctx context.Context, o BuildOptions, names []string) (string, e
 	args := append([]string{"build", "-o", dir + string(os.PathSeparator)}, tools...)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = o.ModuleDir
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	out, err := cmd.CombinedOutput()
 	if o.Log != nil && len(out) > 0 {
 		o.Log("go build: %s", out)

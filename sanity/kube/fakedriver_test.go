@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit"
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 )
 
 // fakeDriver is an in-memory controller plugin whose backend outlives its
@@ -23,7 +23,7 @@ import (
 // CreateVolume calls of a name answer Aborted first), "nodeExpansion"
 // ("true": ControllerExpandVolume asks for the node step).
 type fakeDriver struct {
-	journal *idempotency.MemoryJournal
+	journal *journal.Memory
 
 	mu        sync.Mutex
 	volumes   map[string]*csi.Volume // backend, by ID
@@ -39,7 +39,7 @@ type fakeDriver struct {
 
 func newFakeDriver() *fakeDriver {
 	return &fakeDriver{
-		journal:   idempotency.NewMemoryJournal(),
+		journal:   journal.NewMemory(),
 		volumes:   map[string]*csi.Volume{},
 		snapshots: map[string]*csi.Snapshot{},
 		calls:     map[string]int{},
@@ -62,7 +62,7 @@ func (d *fakeDriver) server() (*csikit.Server, error) {
 }
 
 func (d *fakeDriver) CreateVolume(ctx context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
-	id, ok := idempotency.ReservedID(ctx)
+	id, ok := journal.ReservedID(ctx)
 	if !ok {
 		return nil, status.Error(codes.Internal, "no reserved ID: the journal is off")
 	}
@@ -165,7 +165,7 @@ func (d *fakeDriver) ControllerExpandVolume(ctx context.Context, req *csi.Contro
 }
 
 func (d *fakeDriver) CreateSnapshot(ctx context.Context, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
-	id, ok := idempotency.ReservedID(ctx)
+	id, ok := journal.ReservedID(ctx)
 	if !ok {
 		return nil, status.Error(codes.Internal, "no reserved ID: the journal is off")
 	}

@@ -2,8 +2,6 @@ module github.com/csikit/csikit/sanity/kube
 
 go 1.26.0
 
-replace github.com/csikit/csikit => ../..
-
 replace k8s.io/api => k8s.io/api v0.37.2
 
 replace k8s.io/apiextensions-apiserver => k8s.io/apiextensions-apiserver v0.37.2
@@ -81,7 +79,7 @@ tool (
 
 require (
 	github.com/container-storage-interface/spec v1.14.0
-	github.com/csikit/csikit v0.0.0-00010101000000-000000000000
+	github.com/csikit/csikit v0.1.0
 	github.com/kubernetes-csi/external-snapshotter/client/v8 v8.7.0
 	google.golang.org/grpc v1.85.0
 	google.golang.org/protobuf v1.36.12

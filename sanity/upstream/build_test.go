@@ -47,7 +47,9 @@ func driverBinary(t *testing.T) string {
 	// build stamped a version into it.
 	ldflags := "-ldflags=-X main.version=" + string(m[1])
 	args := []string{"build", ldflags, "-o", out + string(os.PathSeparator), "tool"}
-	env := append(os.Environ(), "GOFLAGS=-mod=mod")
+	// The tool module is in no go.work (its replaces would clash with
+	// sanity/kube's): it builds on its own, GOWORK=off.
+	env := append(os.Environ(), "GOFLAGS=-mod=mod", "GOWORK=off")
 	if src := os.Getenv(srcEnv); src != "" {
 		// A copy of the tool module that replaces the driver's module by
 		// the checkout: the committed go.mod stays as it is.

@@ -2,15 +2,15 @@ module github.com/csikit/csikit/sanity/upstream
 
 go 1.26.0
 
-replace github.com/csikit/csikit => ../..
-
-require github.com/csikit/csikit v0.0.0-00010101000000-000000000000
+require github.com/csikit/csikit v0.1.0
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/container-storage-interface/spec v1.14.0 // indirect
+	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/grpc-ecosystem/go-grpc-middleware/v2 v2.3.4 // indirect
+	github.com/moby/sys/mountinfo v0.7.2 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/client_golang v1.25.0 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
@@ -23,4 +23,7 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 	google.golang.org/grpc v1.85.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
+	k8s.io/klog/v2 v2.140.0 // indirect
+	k8s.io/mount-utils v0.35.10 // indirect
+	k8s.io/utils v0.0.0-20260626114624-be93311217bd // indirect
 )

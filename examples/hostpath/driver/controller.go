@@ -16,8 +16,9 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
 
+	"github.com/csikit/csikit/capacity"
 	"github.com/csikit/csikit/csi/validation"
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 	"github.com/csikit/csikit/k8s/keys"
 	"github.com/csikit/csikit/mount"
 	"github.com/csikit/csikit/quota"
@@ -29,7 +30,7 @@ const defaultVolumeSize = 1 << 30
 
 // CreateVolume creates the volume under the journal's reserved ID.
 func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
-	id, ok := idempotency.ReservedID(ctx)
+	id, ok := journal.ReservedID(ctx)
 	if !ok {
 		return nil, status.Error(codes.Internal, "no reserved volume ID: the server was built without the driver's journal")
 	}
@@ -128,20 +129,16 @@ func volumeKind(caps []*csi.VolumeCapability, params map[string]string) (kind, s
 	return "", "", status.Errorf(codes.InvalidArgument, "fsType %q is not supported: want ext4 or xfs (or none for a directory)", fsType)
 }
 
-// capacityFor picks the volume size for a capacity range.
+// capacityFor picks the volume size for a capacity range (capacity.Size):
+// the requirement, else defaultVolumeSize within the limit, at most
+// MaxVolumeSize.
 func (d *Driver) capacityFor(cr *csi.CapacityRange) (int64, error) {
-	req, lim := cr.GetRequiredBytes(), cr.GetLimitBytes()
-	size := req
-	if size == 0 {
-		size = defaultVolumeSize
-		if lim > 0 && lim < size {
-			size = lim
-		}
-	}
-	if size > d.opts.MaxVolumeSize {
-		return 0, status.Errorf(codes.OutOfRange, "requested %d bytes, more than the maximum volume size of %d bytes", size, d.opts.MaxVolumeSize)
-	}
-	return size, nil
+	return capacity.Size(cr, d.sizes())
+}
+
+// sizes are the volume sizes this driver makes, for package capacity.
+func (d *Driver) sizes() capacity.Options {
+	return capacity.Options{Default: defaultVolumeSize, Max: d.opts.MaxVolumeSize}
 }
 
 // fitFileSystem rounds size up to the smallest device this node's
@@ -344,19 +341,13 @@ func (d *Driver) ControllerExpandVolume(ctx context.Context, r *csi.ControllerEx
 	if err != nil {
 		return nil, err
 	}
-	size := r.GetCapacityRange().GetRequiredBytes()
-	if size == 0 {
-		size = r.GetCapacityRange().GetLimitBytes()
-	}
-	if lim := r.GetCapacityRange().GetLimitBytes(); lim > 0 && v.Capacity > lim {
-		return nil, status.Errorf(codes.OutOfRange, "volume is %d bytes, more than the limit %d: volumes never shrink", v.Capacity, lim)
+	size, err := capacity.Expand(r.GetCapacityRange(), v.Capacity, d.sizes())
+	if err != nil {
+		return nil, err
 	}
 	nodeStep := v.Kind != kindDir
 	if size <= v.Capacity {
 		return &csi.ControllerExpandVolumeResponse{CapacityBytes: v.Capacity, NodeExpansionRequired: nodeStep}, nil
-	}
-	if size > d.opts.MaxVolumeSize {
-		return nil, status.Errorf(codes.OutOfRange, "requested %d bytes, more than the maximum volume size of %d bytes", size, d.opts.MaxVolumeSize)
 	}
 	if err := d.reserveCapacity(v.ID, size); err != nil {
 		return nil, err

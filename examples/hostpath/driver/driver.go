@@ -9,7 +9,7 @@
 // before CreateVolume and CreateSnapshot run, so the driver holds no global
 // lock and creates every object under the ID the journal reserved. Its own
 // metadata lives in KV spaces of that same journal file
-// (idempotency.FileJournal.KV), so every change is durable and concurrent
+// (journal.File.KV), so every change is durable and concurrent
 // changes — the driver's and the journal's — share flushes. Inside the
 // create and delete calls its writes are deferred (KV.DeferPut) into the
 // journal's own commit or release: the metadata and the journal record
@@ -31,7 +31,7 @@ import (
 	"path/filepath"
 	"sync"
 
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 	"github.com/csikit/csikit/mount"
 )
 
@@ -86,7 +86,7 @@ type Driver struct {
 	opts    Options
 	log     *slog.Logger
 	store   *store
-	journal *idempotency.FileJournal
+	journal *journal.File
 	mounter *mount.Mounter
 	ledger  *ledger // capacity given to volumes and snapshots, durable and reserved
 
@@ -120,7 +120,7 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 			return nil, fmt.Errorf("hostpath: %w", err)
 		}
 	}
-	j, err := idempotency.OpenFileJournal(filepath.Join(opts.StateDir, "journal.db"), idempotency.FileJournalOptions{})
+	j, err := journal.OpenFile(filepath.Join(opts.StateDir, "journal.db"), journal.FileOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("hostpath: journal: %w", err)
 	}
@@ -149,7 +149,7 @@ func (d *Driver) step(name string) {
 }
 
 // Journal is the crash-safe name→ID journal to hand to csikit.Options.
-func (d *Driver) Journal() idempotency.Journal { return d.journal }
+func (d *Driver) Journal() journal.Journal { return d.journal }
 
 // Close releases the state files.
 func (d *Driver) Close() error {

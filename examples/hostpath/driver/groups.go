@@ -12,14 +12,16 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
+
+	"github.com/csikit/csikit/locks"
 )
 
 // CreateVolumeGroupSnapshot snapshots every source volume under the
 // journal's reserved group ID; member snapshot IDs derive from it, so a
 // retry after a crash finds the members it already made.
 func (d *Driver) CreateVolumeGroupSnapshot(ctx context.Context, r *csi.CreateVolumeGroupSnapshotRequest) (*csi.CreateVolumeGroupSnapshotResponse, error) {
-	id, ok := idempotency.ReservedID(ctx)
+	id, ok := journal.ReservedID(ctx)
 	if !ok {
 		return nil, status.Error(codes.Internal, "no reserved group snapshot ID: the server was built without the driver's journal")
 	}
@@ -147,35 +149,35 @@ func (d *Driver) checkMembers(g *group, ids []string) error {
 // with Aborted while a volume is restored from a member, instead of
 // deleting the member under the copy. A group's members never change, so
 // reading the record before the locks are held is safe.
-func (d *Driver) LockKeys() map[string]idempotency.KeyFunc {
-	return map[string]idempotency.KeyFunc{
+func (d *Driver) LockKeys() map[string]locks.KeyFunc {
+	return map[string]locks.KeyFunc{
 		csi.GroupController_DeleteVolumeGroupSnapshot_FullMethodName: d.deleteGroupKeys,
 	}
 }
 
-func (d *Driver) deleteGroupKeys(ctx context.Context, req any) []idempotency.Lock {
-	locks := idempotency.DeleteGroupSnapshotKeys(ctx, req)
+func (d *Driver) deleteGroupKeys(ctx context.Context, req any) []locks.Lock {
+	held := locks.DeleteGroupSnapshotKeys(ctx, req)
 	r, ok := req.(*csi.DeleteVolumeGroupSnapshotRequest)
 	if !ok || !validID(r.GetGroupSnapshotId()) {
-		return locks
+		return held
 	}
 	g, ok := d.store.group(r.GetGroupSnapshotId())
 	if !ok {
-		return locks
+		return held
 	}
-	have := make(map[idempotency.Key]bool, len(locks))
-	for _, l := range locks {
+	have := make(map[locks.Key]bool, len(held))
+	for _, l := range held {
 		have[l.Key] = true
 	}
 	for _, sid := range g.SnapshotIDs {
-		for _, k := range []idempotency.Key{{Space: idempotency.SpaceSnapshot, ID: sid}, {Space: idempotency.SpaceSourceSnapshot, ID: sid}} {
+		for _, k := range []locks.Key{{Space: locks.SpaceSnapshot, ID: sid}, {Space: locks.SpaceSourceSnapshot, ID: sid}} {
 			if !have[k] {
 				have[k] = true
-				locks = append(locks, idempotency.Lock{Key: k, Mode: idempotency.Exclusive})
+				held = append(held, locks.Lock{Key: k, Mode: locks.Exclusive})
 			}
 		}
 	}
-	return locks
+	return held
 }
 
 // NodeGetStorageHealth reports no adverse condition of the node's storage

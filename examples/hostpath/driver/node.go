@@ -17,6 +17,7 @@ import (
 	mountutils "k8s.io/mount-utils"
 
 	"github.com/csikit/csikit/block"
+	"github.com/csikit/csikit/fstree"
 	"github.com/csikit/csikit/health"
 	"github.com/csikit/csikit/k8s/keys"
 	"github.com/csikit/csikit/mount"
@@ -277,7 +278,7 @@ func (d *Driver) publish(ctx context.Context, v *volume, r *csi.NodePublishVolum
 	if v.Kind == kindFS {
 		// The stage mounted the filesystem with every flag; the publish
 		// bind repeats the per-mount ones.
-		flags = bindFlags(flags)
+		flags = mount.BindFlags(flags)
 	}
 	// A directory volume's flags all go to the bind, which refuses those
 	// it cannot apply (INVALID_ARGUMENT, mount.CheckBindFlags).
@@ -285,18 +286,6 @@ func (d *Driver) publish(ctx context.Context, v *volume, r *csi.NodePublishVolum
 		Source: r.GetStagingTargetPath(), Target: r.GetTargetPath(), ReadOnly: ro,
 		MountFlags: flags,
 	})
-}
-
-// bindFlags keeps the flags a bind mount can take, per mount (the others
-// belong to the filesystem, which the stage mounted with them).
-func bindFlags(flags []string) []string {
-	var out []string
-	for _, f := range flags {
-		if mount.CheckBindFlags([]string{f}) == nil {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 // publishEphemeral creates an inline ephemeral volume and publishes it.
@@ -369,12 +358,36 @@ func (d *Driver) NodeUnpublishVolume(ctx context.Context, r *csi.NodeUnpublishVo
 }
 
 // NodeGetVolumeStats reports usage: statfs for filesystems, the device
-// size for block volumes.
+// size for block volumes; a directory volume without a quota counts its
+// own tree as used.
 func (d *Driver) NodeGetVolumeStats(ctx context.Context, r *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
-	if _, err := d.lookup(r.GetVolumeId()); err != nil {
+	v, err := d.lookup(r.GetVolumeId())
+	if err != nil {
 		return nil, err
 	}
-	return stats.VolumeStats(ctx, r.GetVolumePath())
+	resp, err := stats.VolumeStats(ctx, r.GetVolumePath())
+	if err != nil || v.Kind != kindDir || d.quotas {
+		return resp, err
+	}
+	// A directory volume without a project quota is a directory of the
+	// state directory's filesystem: statfs gives that filesystem's size
+	// and free space, and used bytes of everything on it. Used is the
+	// volume's own tree (fstree.Usage: allocated blocks, no symlinks
+	// followed, no mounts crossed), so it tracks the volume's writes and
+	// nobody else's.
+	u, err := fstree.Usage(ctx, d.volumeDir(v.ID))
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range resp.GetUsage() {
+		if e.GetUnit() == csi.VolumeUsage_BYTES {
+			e.Used, e.Available = u.Bytes, max(0, min(e.GetAvailable(), e.GetTotal()-u.Bytes))
+		}
+		if e.GetUnit() == csi.VolumeUsage_INODES {
+			e.Used, e.Available = u.Inodes, max(0, min(e.GetAvailable(), e.GetTotal()-u.Inodes))
+		}
+	}
+	return resp, nil
 }
 
 // NodeGetVolumeHealth reports abnormal conditions of the volume's paths

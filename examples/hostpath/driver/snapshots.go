@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/csikit/csikit/fstree"
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 )
 
 // CreateSnapshot copies the source volume's data under the reserved ID.
@@ -23,7 +23,7 @@ import (
 // cannot be deleted or expanded meanwhile, but other volumes are not
 // blocked.
 func (d *Driver) CreateSnapshot(ctx context.Context, r *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
-	id, ok := idempotency.ReservedID(ctx)
+	id, ok := journal.ReservedID(ctx)
 	if !ok {
 		return nil, status.Error(codes.Internal, "no reserved snapshot ID: the server was built without the driver's journal")
 	}

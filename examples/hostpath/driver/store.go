@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 )
 
 // kind is how a volume stores its data.
@@ -68,7 +68,7 @@ type snapshot struct {
 //
 // Reads see only what is durable. Inside the create and delete calls the
 // writes are deferred into the journal's commit or release
-// (idempotency.KV.DeferPut), which may still fail (a full disk) after the
+// (journal.KV.DeferPut), which may still fail (a full disk) after the
 // driver answered; an in-memory copy updated at the write would then hold
 // a volume the disk does not, and the CO's retry would succeed from memory
 // without redoing the write. So nothing is published before it is durable:
@@ -77,7 +77,7 @@ type snapshot struct {
 // against the durable bytes at every read. The one exception is a call's
 // own writes, which it reads back through the *In methods with its ctx.
 type store struct {
-	kvVolumes, kvSnapshots, kvGroups *idempotency.KV
+	kvVolumes, kvSnapshots, kvGroups *journal.KV
 
 	volumes   *records[volume]
 	snapshots *records[snapshot]
@@ -92,7 +92,7 @@ type group struct {
 	Created     time.Time `json:"created"`
 }
 
-func openStore(j *idempotency.FileJournal) (*store, error) {
+func openStore(j *journal.File) (*store, error) {
 	s := &store{}
 	var err error
 	if s.kvVolumes, err = j.KV("hostpath/volumes"); err != nil {
@@ -132,7 +132,7 @@ func (v *volume) clone() volume {
 // records is one KV space of JSON records, read through a cache of
 // decoded copies keyed by the durable bytes they were decoded from.
 type records[T any] struct {
-	kv    *idempotency.KV
+	kv    *journal.KV
 	clone func(*T) T
 
 	mu    sync.Mutex
@@ -144,7 +144,7 @@ type cached[T any] struct {
 	val *T
 }
 
-func newRecords[T any](kv *idempotency.KV, clone func(*T) T) *records[T] {
+func newRecords[T any](kv *journal.KV, clone func(*T) T) *records[T] {
 	return &records[T]{kv: kv, clone: clone, cache: map[string]cached[T]{}}
 }
 
@@ -250,11 +250,11 @@ func (s *store) ping() error {
 
 // put writes one record. Inside CreateVolume, CreateSnapshot and
 // CreateVolumeGroupSnapshot the write is deferred
-// (idempotency.KV.DeferPut) into the journal's commit of the call — one
+// (journal.KV.DeferPut) into the journal's commit of the call — one
 // atomic transaction, one flush — and is durable before the call answers
 // success; elsewhere it is durable when put returns. Either way reads
 // (other than the call's own) see it only once it is durable.
-func put[T any](ctx context.Context, kv *idempotency.KV, id string, x *T) error {
+func put[T any](ctx context.Context, kv *journal.KV, id string, x *T) error {
 	raw, err := json.Marshal(x)
 	if err != nil {
 		return err
@@ -269,7 +269,7 @@ func put[T any](ctx context.Context, kv *idempotency.KV, id string, x *T) error 
 // Delete calls (so data removal and the metadata delete reach the disk in
 // that order), durably at once elsewhere. Until the delete is durable the
 // record stays visible, so a retry after a failed release deletes again.
-func del(ctx context.Context, kv *idempotency.KV, id string) error {
+func del(ctx context.Context, kv *journal.KV, id string) error {
 	if err := kv.DeferDelete(ctx, id); err != nil {
 		return fmt.Errorf("hostpath: delete %s %s: %w", kv, id, err)
 	}

@@ -9,27 +9,29 @@ import (
 	"os"
 	"time"
 
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
+
+	"github.com/csikit/csikit/locks"
 )
 
 // SweepAbandoned removes what creates that never completed left behind —
 // volumes, snapshots and group snapshots whose journal reservation was
-// never committed and is older than olderThan (idempotency.Sweep) — and
+// never committed and is older than olderThan (journal.Sweep) — and
 // releases their reservations. locks is the server's lock table
 // (csikit.Server.Locks), so a create being retried right now is skipped.
 // It returns how many reservations it released.
-func (d *Driver) SweepAbandoned(ctx context.Context, locks *idempotency.LockTable, olderThan time.Duration) (int, error) {
+func (d *Driver) SweepAbandoned(ctx context.Context, locks *locks.Table, olderThan time.Duration) (int, error) {
 	total := 0
 	var errs []error
 	for _, k := range []struct {
-		kind  idempotency.Kind
-		clean func(context.Context, idempotency.Record) error
+		kind  journal.Kind
+		clean func(context.Context, journal.Record) error
 	}{
-		{idempotency.KindGroupSnapshot, d.cleanGroup}, // before snapshots: members are snapshots
-		{idempotency.KindSnapshot, d.cleanSnapshot},
-		{idempotency.KindVolume, d.cleanVolume},
+		{journal.KindGroupSnapshot, d.cleanGroup}, // before snapshots: members are snapshots
+		{journal.KindSnapshot, d.cleanSnapshot},
+		{journal.KindVolume, d.cleanVolume},
 	} {
-		n, err := idempotency.Sweep(ctx, idempotency.SweepOptions{
+		n, err := journal.Sweep(ctx, journal.SweepOptions{
 			Journal: d.journal, Locks: locks, Kind: k.kind, OlderThan: olderThan, Clean: k.clean,
 		})
 		total += n
@@ -46,7 +48,7 @@ func (d *Driver) SweepAbandoned(ctx context.Context, locks *idempotency.LockTabl
 // cleanVolume removes an uncommitted volume: its metadata, if the create got
 // that far, and its data of either kind. The CO never learned its ID, so it
 // cannot be staged or published.
-func (d *Driver) cleanVolume(ctx context.Context, rec idempotency.Record) error {
+func (d *Driver) cleanVolume(ctx context.Context, rec journal.Record) error {
 	if !validID(rec.ID) {
 		return nil // no path was ever built from it
 	}
@@ -76,7 +78,7 @@ func (d *Driver) cleanVolume(ctx context.Context, rec idempotency.Record) error 
 	return d.leftover(d.volumeDir(rec.ID), d.volumeImage(rec.ID))
 }
 
-func (d *Driver) cleanSnapshot(ctx context.Context, rec idempotency.Record) error {
+func (d *Driver) cleanSnapshot(ctx context.Context, rec journal.Record) error {
 	if !validID(rec.ID) {
 		return nil
 	}
@@ -101,7 +103,7 @@ func (d *Driver) dropSnapshot(ctx context.Context, id string) error {
 
 // cleanGroup removes an uncommitted group snapshot and its members (IDs
 // "<group>-<i>", see CreateVolumeGroupSnapshot).
-func (d *Driver) cleanGroup(ctx context.Context, rec idempotency.Record) error {
+func (d *Driver) cleanGroup(ctx context.Context, rec journal.Record) error {
 	if !validID(rec.ID) {
 		return nil
 	}

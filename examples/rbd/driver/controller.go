@@ -13,7 +13,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/capacity"
+	"github.com/csikit/csikit/journal"
+	"github.com/csikit/csikit/mount"
 )
 
 const (
@@ -59,30 +61,16 @@ func (d *Driver) volumeIO(ctx context.Context, creds Credentials, pool int64) (*
 	return io, name, done, nil
 }
 
-// sizeFor picks the image size for a capacity range.
+// sizeFor picks the image size for a capacity range (capacity.Size): whole
+// MiB, at least minSize (a clone's source), minSize or else
+// defaultVolumeSize when the range sets no requirement, at most
+// MaxVolumeSize.
 func (d *Driver) sizeFor(cr *csi.CapacityRange, minSize int64) (int64, error) {
-	req, lim := cr.GetRequiredBytes(), cr.GetLimitBytes()
-	if req > d.opts.MaxVolumeSize {
-		return 0, status.Errorf(codes.OutOfRange, "required %d bytes is more than the maximum volume size of %d bytes", req, d.opts.MaxVolumeSize)
+	def := int64(defaultVolumeSize)
+	if minSize > 0 {
+		def = minSize
 	}
-	size := max(req, minSize)
-	if size == 0 {
-		size = defaultVolumeSize
-	}
-	size = (size + sizeAlign - 1) / sizeAlign * sizeAlign
-	if lim > 0 && size > lim {
-		if minSize > lim {
-			return 0, status.Errorf(codes.OutOfRange, "the source is %d bytes, more than the limit of %d bytes", minSize, lim)
-		}
-		if req > lim {
-			return 0, status.Errorf(codes.OutOfRange, "required %d bytes is more than the limit of %d bytes", req, lim)
-		}
-		size = max(req, minSize, lim/sizeAlign*sizeAlign)
-		if size == 0 || size > lim {
-			return 0, status.Errorf(codes.OutOfRange, "no whole MiB fits between %d and %d bytes", req, lim)
-		}
-	}
-	return size, nil
+	return capacity.Size(cr, capacity.Options{Default: def, Min: minSize, Max: d.opts.MaxVolumeSize, Granularity: sizeAlign})
 }
 
 // featureNeeds are the features each optional feature needs (librbd's
@@ -189,7 +177,7 @@ func createError(err error, what string, params map[string]string) error {
 // CreateVolume makes image csi-vol-<hex> for the reserved ID: blank, a
 // clone of a snapshot, or a clone of a volume.
 func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
-	rid, ok := idempotency.ReservedID(ctx)
+	rid, ok := journal.ReservedID(ctx)
 	if !ok {
 		return nil, status.Error(codes.Internal, "no reserved volume ID: build the server with Driver.ServerOptions")
 	}
@@ -238,11 +226,15 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 
 	// The reservation is this call's while it runs: the sweep of
 	// abandoned creates cannot take it over.
-	stop := d.holdLease(ctx, creds, pool, idempotency.KindVolume, r.GetName(), rid)
+	stop := d.holdLease(ctx, creds, pool, journal.KindVolume, r.GetName(), rid)
 	src := r.GetVolumeContentSource()
 	var size int64
 	if src == nil {
-		size, err = d.createBlank(io, id, r.GetCapacityRange(), opts, r.GetParameters())
+		var fs string
+		var fsMin int64
+		if fs, fsMin, err = d.fsMinimum(ctx, fsType, r.GetVolumeCapabilities()); err == nil {
+			size, err = d.createBlank(io, id, r.GetCapacityRange(), fs, fsMin, opts, r.GetParameters())
+		}
 	} else {
 		size, err = d.createClone(ctx, creds, io, id, src, r, opts)
 	}
@@ -286,10 +278,17 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 // exists (an open costs librbd a dozen RADOS ops and a copy of its whole
 // configuration); a retry, or a second replica racing on the same
 // reservation, finds the name taken and answers the image made.
-func (d *Driver) createBlank(io *rados.IOContext, id volumeID, cr *csi.CapacityRange, opts *rbd.ImageOptions, params map[string]string) (int64, error) {
+func (d *Driver) createBlank(io *rados.IOContext, id volumeID, cr *csi.CapacityRange, fs string, fsMin int64, opts *rbd.ImageOptions, params map[string]string) (int64, error) {
 	size, err := d.sizeFor(cr, 0)
 	if err != nil {
 		return 0, err
+	}
+	if size < fsMin {
+		// Grown to what the node's mkfs formats, within the limit, else
+		// OutOfRange naming the minimum: refused here, not at stage.
+		if size, err = mount.FitSize(fs, size, cr.GetLimitBytes(), fsMin); err != nil {
+			return 0, err
+		}
 	}
 	create := func() error { return rbd.CreateImage(io, id.image(), uint64(size), opts) }
 	err = create()
@@ -373,6 +372,35 @@ func (d *Driver) settle(io *rados.IOContext, name string, make func() error) err
 		return err
 	}
 	return make()
+}
+
+// fsMinimum is the file system a mount volume of caps will be staged
+// with (as stageFS picks it: fs_type, else the fsType parameter, else
+// ext4) that needs the largest device, and that size (mount.MinSize: what
+// mkfs formats here; xfs 300 MiB). Block-only volumes need none. A
+// controller without the mkfs to ask cannot tell, and creates the size
+// asked; the node's stage then names mkfs's refusal.
+func (d *Driver) fsMinimum(ctx context.Context, param string, caps []*csi.VolumeCapability) (string, int64, error) {
+	var fs string
+	var most int64
+	for _, c := range caps {
+		if c.GetMount() == nil {
+			continue
+		}
+		t, _ := stageFS(c.GetMount(), map[string]string{ParamFsType: param})
+		n, err := d.mounter.MinSize(ctx, t)
+		if ctx.Err() != nil {
+			return "", 0, err
+		}
+		if err != nil {
+			d.opts.Logger.WarnContext(ctx, "cannot tell the smallest device mkfs formats; creating the size asked", "fsType", t, "error", err)
+			continue
+		}
+		if n > most {
+			fs, most = t, n
+		}
+	}
+	return fs, most, nil
 }
 
 // fsNames are the file systems mount volumes may have.

@@ -14,7 +14,7 @@ import (
 
 	"github.com/csikit/csikit/examples/rbd/driver"
 	"github.com/csikit/csikit/examples/rbd/internal/cephtest"
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 )
 
 func newDriver(t testing.TB, c cephtest.Cluster, o driver.Options) *driver.Driver {
@@ -57,19 +57,19 @@ var mountCap = []*csi.VolumeCapability{{
 // reservation (the ID's prefix).
 func reservedVolumeID(t testing.TB, d *driver.Driver, c cephtest.Cluster, r *csi.CreateVolumeRequest) (context.Context, string) {
 	t.Helper()
-	ctx := idempotency.ContextWithRequest(context.Background(), r)
-	rec, err := d.Journal().Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: r.GetName(), ID: idempotency.RandomID("")})
+	ctx := journal.ContextWithRequest(context.Background(), r)
+	rec, err := d.Journal().Reserve(ctx, journal.Reservation{Kind: journal.KindVolume, Name: r.GetName(), ID: journal.RandomID("")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return idempotency.ContextWithReservedID(ctx, rec.ID), rec.ID
+	return journal.ContextWithReservedID(ctx, rec.ID), rec.ID
 }
 
 func TestControllerLifecycle(t *testing.T) {
 	c := cephtest.Require(t)
 	d := newDriver(t, c, driver.Options{MaxCloneDepth: 1})
 	req := &csi.CreateVolumeRequest{
-		Name: "life-" + idempotency.RandomID(""), VolumeCapabilities: mountCap, Secrets: c.Secrets(),
+		Name: "life-" + journal.RandomID(""), VolumeCapabilities: mountCap, Secrets: c.Secrets(),
 		CapacityRange: &csi.CapacityRange{RequiredBytes: 5 << 20},
 	}
 	ctx, id := reservedVolumeID(t, d, c, req)
@@ -105,7 +105,7 @@ func TestControllerLifecycle(t *testing.T) {
 	if _, err := d.ControllerExpandVolume(context.Background(), &csi.ControllerExpandVolumeRequest{VolumeId: id, Secrets: c.Secrets(), CapacityRange: &csi.CapacityRange{RequiredBytes: 10 << 20}}); status.Code(err) != codes.NotFound {
 		t.Fatalf("expand after delete: %v, want NotFound", err)
 	}
-	_ = d.Journal().Release(ctx, idempotency.KindVolume, id)
+	_ = d.Journal().Release(ctx, journal.KindVolume, id)
 }
 
 // TestImageFeatures checks that a StorageClass without imageFeatures gets
@@ -120,7 +120,7 @@ func TestImageFeatures(t *testing.T) {
 		{"exclusive-lock", "layering,exclusive-lock"},
 	} {
 		req := &csi.CreateVolumeRequest{
-			Name: "feat-" + idempotency.RandomID(""), VolumeCapabilities: mountCap, Secrets: c.Secrets(),
+			Name: "feat-" + journal.RandomID(""), VolumeCapabilities: mountCap, Secrets: c.Secrets(),
 			CapacityRange: &csi.CapacityRange{RequiredBytes: 4 << 20},
 		}
 		if tc.param != "" {
@@ -146,6 +146,6 @@ func TestImageFeatures(t *testing.T) {
 		if _, err := d.DeleteVolume(context.Background(), &csi.DeleteVolumeRequest{VolumeId: id, Secrets: c.Secrets()}); err != nil {
 			t.Fatal(err)
 		}
-		_ = d.Journal().Release(ctx, idempotency.KindVolume, id)
+		_ = d.Journal().Release(ctx, journal.KindVolume, id)
 	}
 }

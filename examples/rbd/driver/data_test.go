@@ -17,7 +17,7 @@ import (
 
 	"github.com/csikit/csikit/examples/rbd/driver"
 	"github.com/csikit/csikit/examples/rbd/internal/cephtest"
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 )
 
 var blockCap = &csi.VolumeCapability{
@@ -29,7 +29,7 @@ var blockCap = &csi.VolumeCapability{
 func blockVolume(t *testing.T, d *driver.Driver, c cephtest.Cluster, src *csi.VolumeContentSource) string {
 	t.Helper()
 	req := &csi.CreateVolumeRequest{
-		Name: "data-" + idempotency.RandomID(""), VolumeCapabilities: []*csi.VolumeCapability{blockCap},
+		Name: "data-" + journal.RandomID(""), VolumeCapabilities: []*csi.VolumeCapability{blockCap},
 		Secrets: c.Secrets(), CapacityRange: &csi.CapacityRange{RequiredBytes: 4 << 20}, VolumeContentSource: src,
 	}
 	ctx, _ := reservedVolumeID(t, d, c, req)
@@ -42,13 +42,13 @@ func blockVolume(t *testing.T, d *driver.Driver, c cephtest.Cluster, src *csi.Vo
 
 func snapshot(t *testing.T, d *driver.Driver, c cephtest.Cluster, vol string) string {
 	t.Helper()
-	req := &csi.CreateSnapshotRequest{Name: "snap-" + idempotency.RandomID(""), SourceVolumeId: vol, Secrets: c.Secrets()}
-	ctx := idempotency.ContextWithRequest(context.Background(), req)
-	rec, err := d.Journal().Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindSnapshot, Name: req.Name, ID: idempotency.RandomID("")})
+	req := &csi.CreateSnapshotRequest{Name: "snap-" + journal.RandomID(""), SourceVolumeId: vol, Secrets: c.Secrets()}
+	ctx := journal.ContextWithRequest(context.Background(), req)
+	rec, err := d.Journal().Reserve(ctx, journal.Reservation{Kind: journal.KindSnapshot, Name: req.Name, ID: journal.RandomID("")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err := d.CreateSnapshot(idempotency.ContextWithReservedID(ctx, rec.ID), req)
+	resp, err := d.CreateSnapshot(journal.ContextWithReservedID(ctx, rec.ID), req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +281,7 @@ func TestCloneResumedAfterCrash(t *testing.T) {
 
 	srcID := blockVolume(t, d, c, nil) // 4 MiB
 	req := &csi.CreateVolumeRequest{
-		Name: "resume-" + idempotency.RandomID(""), VolumeCapabilities: []*csi.VolumeCapability{blockCap}, Secrets: c.Secrets(),
+		Name: "resume-" + journal.RandomID(""), VolumeCapabilities: []*csi.VolumeCapability{blockCap}, Secrets: c.Secrets(),
 		CapacityRange:       &csi.CapacityRange{RequiredBytes: 8 << 20},
 		VolumeContentSource: &csi.VolumeContentSource{Type: &csi.VolumeContentSource_Volume{Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: srcID}}},
 	}
@@ -292,7 +292,7 @@ func TestCloneResumedAfterCrash(t *testing.T) {
 				t.Errorf("delete %s: %v", v, err)
 			}
 		}
-		_ = d.Journal().Release(rctx, idempotency.KindVolume, id)
+		_ = d.Journal().Release(rctx, journal.KindVolume, id)
 	})
 
 	// The dead replica's half of the create.
@@ -349,7 +349,7 @@ func TestCloneResumedAfterCrash(t *testing.T) {
 	// the retry answers it but leaves the snapshot to that replica, whose
 	// clone would fail without it.
 	req2 := &csi.CreateVolumeRequest{
-		Name: "resume-" + idempotency.RandomID(""), VolumeCapabilities: []*csi.VolumeCapability{blockCap}, Secrets: c.Secrets(),
+		Name: "resume-" + journal.RandomID(""), VolumeCapabilities: []*csi.VolumeCapability{blockCap}, Secrets: c.Secrets(),
 		CapacityRange:       &csi.CapacityRange{RequiredBytes: 4 << 20},
 		VolumeContentSource: req.VolumeContentSource,
 	}
@@ -358,7 +358,7 @@ func TestCloneResumedAfterCrash(t *testing.T) {
 		if _, err := d.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: id2, Secrets: c.Secrets()}); err != nil {
 			t.Errorf("delete %s: %v", id2, err)
 		}
-		_ = d.Journal().Release(rctx2, idempotency.KindVolume, id2)
+		_ = d.Journal().Release(rctx2, journal.KindVolume, id2)
 	})
 	tmpSnap2 := "csi-clone-" + localOf(id2)
 	if _, err := src.CreateSnapshot(tmpSnap2); err != nil {

@@ -95,7 +95,12 @@ type Options struct {
 	CreateLease time.Duration
 	// OpTimeout bounds every Ceph operation (default 30s).
 	OpTimeout time.Duration
-	// Runner runs the node's external tools (default mount.ExecRunner()).
+	// Runner, when set, runs every external tool of the node, the
+	// mounter's and the mappers' (a test's script; its output is taken as
+	// the tool's stdout). By default the mounter uses mount.ExecRunner()
+	// and the mappers command.Run, which gives them stdout apart from
+	// stderr (rbd-nbd's JSON parses from clean stdout) and bounds each run
+	// by OpTimeout, killing the tool's whole process group.
 	Runner mount.Runner
 	// Logger receives the driver's own lines (default: discard).
 	Logger *slog.Logger
@@ -144,7 +149,10 @@ func New(o Options) (*Driver, error) {
 	if o.OpTimeout <= 0 {
 		o.OpTimeout = 30 * time.Second
 	}
-	if o.Runner == nil {
+	run := execTools(o.OpTimeout)
+	if o.Runner != nil {
+		run = o.Runner.Run
+	} else {
 		o.Runner = mount.ExecRunner()
 	}
 	if o.Logger == nil {
@@ -161,9 +169,9 @@ func New(o Options) (*Driver, error) {
 		seen:    map[string]seenPool{},
 	}
 	d.mappers = map[string]Mapper{
-		MapperKRBD: &krbdMapper{run: o.Runner, keys: d.keyDir(), sysfs: "/sys/bus/rbd/devices"},
-		MapperNBD:  &nbdMapper{run: o.Runner, keys: d.keyDir()},
-		MapperFUSE: &fuseMapper{run: o.Runner, keys: d.keyDir(), dir: filepath.Join(o.StateDir, "fuse")},
+		MapperKRBD: &krbdMapper{run: run, keys: d.keyDir(), sysfs: "/sys/bus/rbd/devices"},
+		MapperNBD:  &nbdMapper{run: run, keys: d.keyDir()},
+		MapperFUSE: &fuseMapper{run: run, keys: d.keyDir(), dir: filepath.Join(o.StateDir, "fuse")},
 	}
 	if _, ok := d.mappers[o.Mapper]; !ok {
 		d.conns.Close()
@@ -199,7 +207,7 @@ func (d *Driver) Service() any { return d }
 
 // ServerOptions returns the csikit options this driver needs on top of
 // the caller's: the journal (which reads each request's secrets and
-// parameters through idempotency.Request) and the capabilities.
+// parameters through journal.Request) and the capabilities.
 func (d *Driver) ServerOptions(o csikit.Options) csikit.Options {
 	o.Journal = d.Journal()
 	o.VolumeModes = csikit.Mount | csikit.Block

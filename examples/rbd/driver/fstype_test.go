@@ -16,7 +16,7 @@ import (
 
 	"github.com/csikit/csikit/examples/rbd/driver"
 	"github.com/csikit/csikit/examples/rbd/internal/cephtest"
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 )
 
 // fsTypeAt is the file system type mounted at path ("" if none).
@@ -59,7 +59,7 @@ func TestFsTypeParameter(t *testing.T) {
 	}
 	create := func(name string, params map[string]string, src *csi.VolumeContentSource) (*csi.Volume, error) {
 		req := &csi.CreateVolumeRequest{
-			Name: name + "-" + idempotency.RandomID(""), VolumeCapabilities: []*csi.VolumeCapability{mount},
+			Name: name + "-" + journal.RandomID(""), VolumeCapabilities: []*csi.VolumeCapability{mount},
 			Secrets: c.Secrets(), CapacityRange: &csi.CapacityRange{RequiredBytes: 320 << 20},
 			Parameters: params, VolumeContentSource: src,
 		}
@@ -113,5 +113,56 @@ func TestFsTypeParameter(t *testing.T) {
 	rstaging := stage(restored) // the same UUID as the staged source
 	if got := fsTypeAt(t, rstaging); got != "xfs" {
 		t.Fatalf("the restore is staged as %q", got)
+	}
+}
+
+// TestFsMinimumAtCreate: a mount volume smaller than its file system's
+// minimum (xfs: what mkfs.xfs formats, 300 MiB with xfsprogs 6) grows to it
+// at CreateVolume within the limit, and is OutOfRange naming the minimum
+// when the limit is below it — not an error at NodeStageVolume. A block
+// volume keeps the size asked.
+func TestFsMinimumAtCreate(t *testing.T) {
+	c := cephtest.Require(t)
+	if _, err := exec.LookPath("mkfs.xfs"); err != nil {
+		cephtest.Skipf(t, "needs mkfs.xfs")
+	}
+	d := newDriver(t, c, driver.Options{Mapper: driver.MapperFUSE})
+	ctx := context.Background()
+	mountCap := &csi.VolumeCapability{
+		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{FsType: "xfs"}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+	}
+	blockCap := &csi.VolumeCapability{
+		AccessType: &csi.VolumeCapability_Block{Block: &csi.VolumeCapability_BlockVolume{}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+	}
+	create := func(name string, vc *csi.VolumeCapability, cr *csi.CapacityRange) (*csi.Volume, error) {
+		req := &csi.CreateVolumeRequest{
+			Name: name + "-" + journal.RandomID(""), VolumeCapabilities: []*csi.VolumeCapability{vc},
+			Secrets: c.Secrets(), CapacityRange: cr,
+		}
+		rctx, _ := reservedVolumeID(t, d, c, req)
+		resp, err := d.CreateVolume(rctx, req)
+		if err == nil {
+			t.Cleanup(func() {
+				_, _ = d.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: resp.GetVolume().GetVolumeId(), Secrets: c.Secrets()})
+			})
+		}
+		return resp.GetVolume(), err
+	}
+	v, err := create("xfs-small", mountCap, &csi.CapacityRange{RequiredBytes: 16 << 20})
+	if err != nil {
+		t.Fatalf("a 16 MiB xfs volume: %v; want it grown to xfs's minimum", err)
+	}
+	if v.GetCapacityBytes() < 300<<20 {
+		t.Errorf("a 16 MiB xfs volume has %d bytes; want at least xfs's 300 MiB", v.GetCapacityBytes())
+	}
+	_, err = create("xfs-capped", mountCap, &csi.CapacityRange{RequiredBytes: 16 << 20, LimitBytes: 64 << 20})
+	if status.Code(err) != codes.OutOfRange || !strings.Contains(err.Error(), "xfs") {
+		t.Errorf("a 16–64 MiB xfs volume: %v; want OutOfRange naming xfs's minimum", err)
+	}
+	b, err := create("block-small", blockCap, &csi.CapacityRange{RequiredBytes: 16 << 20})
+	if err != nil || b.GetCapacityBytes() != 16<<20 {
+		t.Errorf("a 16 MiB block volume: %d bytes, %v; want 16 MiB", b.GetCapacityBytes(), err)
 	}
 }

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 )
 
 // JournalNamespace is the RADOS namespace, inside each pool the driver
@@ -23,7 +23,7 @@ import (
 // the journal cannot collide.
 const JournalNamespace = "csikit-journal"
 
-// OmapJournal is an idempotency.Journal (and idempotency.Lister) kept in
+// OmapJournal is an journal.Journal (and journal.Lister) kept in
 // RADOS omap objects, so every controller replica sees the same
 // reservations. Layout, per kind k ("volume", "snapshot", "group"):
 //
@@ -122,20 +122,20 @@ func (j *OmapJournal) leaseExpiry(m map[string][]byte) time.Time {
 	return time.Unix(0, ns).Add(j.lease)
 }
 
-func errSwept(k idempotency.Kind, name string) error {
+func errSwept(k journal.Kind, name string) error {
 	return status.Errorf(codes.Aborted, "journal: the reservation of %s name %q was abandoned long ago and is being removed by the sweep of abandoned creates; retry, and the create starts afresh", k, name)
 }
 
 var (
-	_ idempotency.Journal = (*OmapJournal)(nil)
-	_ idempotency.Lister  = (*OmapJournal)(nil)
+	_ journal.Journal = (*OmapJournal)(nil)
+	_ journal.Lister  = (*OmapJournal)(nil)
 )
 
-func kindPrefix(k idempotency.Kind) string {
+func kindPrefix(k journal.Kind) string {
 	switch k {
-	case idempotency.KindVolume:
+	case journal.KindVolume:
 		return "volume"
-	case idempotency.KindSnapshot:
+	case journal.KindSnapshot:
 		return "snapshot"
 	}
 	return "group"
@@ -146,23 +146,23 @@ func hashed(s string) string {
 	return hex.EncodeToString(h[:])
 }
 
-func nameObject(k idempotency.Kind, name string) string {
+func nameObject(k journal.Kind, name string) string {
 	return kindPrefix(k) + ".name." + hashed(name)
 }
-func idObject(k idempotency.Kind, id string) string { return kindPrefix(k) + ".id." + hashed(id) }
+func idObject(k journal.Kind, id string) string { return kindPrefix(k) + ".id." + hashed(id) }
 
-func checkKind(ctx context.Context, k idempotency.Kind, s string) error {
+func checkKind(ctx context.Context, k journal.Kind, s string) error {
 	if err := ctx.Err(); err != nil {
 		return status.FromContextError(err).Err()
 	}
-	if k < idempotency.KindVolume || k > idempotency.KindGroupSnapshot {
+	if k < journal.KindVolume || k > journal.KindGroupSnapshot {
 		return status.Errorf(codes.InvalidArgument, "journal: unknown kind %d", uint8(k))
 	}
 	if s == "" {
 		return status.Error(codes.InvalidArgument, "journal: empty name or ID")
 	}
-	if len(s) > idempotency.MaxKeyLen {
-		return status.Errorf(codes.InvalidArgument, "journal: name or ID of %d bytes, want at most %d", len(s), idempotency.MaxKeyLen)
+	if len(s) > journal.MaxKeyLen {
+		return status.Errorf(codes.InvalidArgument, "journal: name or ID of %d bytes, want at most %d", len(s), journal.MaxKeyLen)
 	}
 	return nil
 }
@@ -231,9 +231,9 @@ func guardedData(io *rados.IOContext, nobj string, data []byte, add func(*rados.
 	return false, err
 }
 
-func decodeRecord(k idempotency.Kind, m map[string][]byte) idempotency.Record {
+func decodeRecord(k journal.Kind, m map[string][]byte) journal.Record {
 	ns, _ := strconv.ParseInt(string(m["reserved"]), 10, 64)
-	rec := idempotency.Record{
+	rec := journal.Record{
 		Kind: k, Name: string(m["name"]), ID: string(m["id"]),
 		Fingerprint: m["fp"], Committed: string(m["committed"]) == "1",
 		Reserved: time.Unix(0, ns),
@@ -244,17 +244,17 @@ func decodeRecord(k idempotency.Kind, m map[string][]byte) idempotency.Record {
 	return rec
 }
 
-// Reserve implements idempotency.Journal.
-func (j *OmapJournal) Reserve(ctx context.Context, r idempotency.Reservation) (idempotency.Record, error) {
+// Reserve implements journal.Journal.
+func (j *OmapJournal) Reserve(ctx context.Context, r journal.Reservation) (journal.Record, error) {
 	if err := checkKind(ctx, r.Kind, r.Name); err != nil {
-		return idempotency.Record{}, err
+		return journal.Record{}, err
 	}
 	if r.ID == "" {
-		return idempotency.Record{}, status.Errorf(codes.InvalidArgument, "journal: reservation of %s %q has an empty ID", r.Kind, r.Name)
+		return journal.Record{}, status.Errorf(codes.InvalidArgument, "journal: reservation of %s %q has an empty ID", r.Kind, r.Name)
 	}
 	io, done, err := j.open(ctx)
 	if err != nil {
-		return idempotency.Record{}, err
+		return journal.Record{}, err
 	}
 	defer done()
 	nobj, iobj := nameObject(r.Kind, r.Name), idObject(r.Kind, r.ID)
@@ -262,21 +262,21 @@ func (j *OmapJournal) Reserve(ctx context.Context, r idempotency.Reservation) (i
 	// another name is a broken NewID.
 	if err := createWithOmap(io, iobj, map[string][]byte{"name": []byte(r.Name)}); err != nil {
 		if !errors.Is(err, rados.ErrObjectExists) {
-			return idempotency.Record{}, journalErr(err, "reserve ID")
+			return journal.Record{}, journalErr(err, "reserve ID")
 		}
 		m, ok, rerr := readOmap(io, iobj)
 		if rerr != nil {
-			return idempotency.Record{}, journalErr(rerr, "read ID")
+			return journal.Record{}, journalErr(rerr, "read ID")
 		}
 		if ok && string(m["name"]) != r.Name {
 			if owner, bound, _ := readOmap(io, nameObject(r.Kind, string(m["name"]))); bound && string(owner["id"]) == r.ID {
-				return idempotency.Record{}, status.Errorf(codes.Internal,
+				return journal.Record{}, status.Errorf(codes.Internal,
 					"journal: %s ID %q for name %q is already bound to name %q; the driver's NewID must return distinct IDs for distinct names",
 					r.Kind, r.ID, r.Name, m["name"])
 			}
 			// A leftover of a crash between the two creates: take it over.
 			if err := io.SetOmap(iobj, map[string][]byte{"name": []byte(r.Name)}); err != nil {
-				return idempotency.Record{}, journalErr(err, "reserve ID")
+				return journal.Record{}, journalErr(err, "reserve ID")
 			}
 		}
 	}
@@ -293,20 +293,20 @@ func (j *OmapJournal) Reserve(ctx context.Context, r idempotency.Reservation) (i
 	if err == nil {
 		// Fresh: this call made it, so the idempotency layer drops it if
 		// the driver refuses the request (InvalidArgument, OutOfRange...).
-		return idempotency.Record{Kind: r.Kind, Name: r.Name, ID: r.ID, Fingerprint: slices.Clone(r.Fingerprint), Reserved: time.Unix(0, now.UnixNano()), Fresh: true}, nil
+		return journal.Record{Kind: r.Kind, Name: r.Name, ID: r.ID, Fingerprint: slices.Clone(r.Fingerprint), Reserved: time.Unix(0, now.UnixNano()), Fresh: true}, nil
 	}
 	// Our fresh ID object is now unused whatever happened.
 	_ = io.Delete(iobj)
 	if !errors.Is(err, rados.ErrObjectExists) {
-		return idempotency.Record{}, journalErr(err, "reserve name")
+		return journal.Record{}, journalErr(err, "reserve name")
 	}
 	// Another process reserved the name first: its record wins.
 	m, ok, err := readOmap(io, nobj)
 	if err != nil {
-		return idempotency.Record{}, journalErr(err, "read reservation")
+		return journal.Record{}, journalErr(err, "read reservation")
 	}
 	if !ok {
-		return idempotency.Record{}, status.Errorf(codes.Aborted, "journal: %s name %q was reserved and released concurrently; retry", r.Kind, r.Name)
+		return journal.Record{}, status.Errorf(codes.Aborted, "journal: %s name %q was reserved and released concurrently; retry", r.Kind, r.Name)
 	}
 	rec, err := j.existing(r, m)
 	if err != nil || rec.Committed {
@@ -315,7 +315,7 @@ func (j *OmapJournal) Reserve(ctx context.Context, r idempotency.Reservation) (i
 	// A retry of an uncommitted create: it serves the create now, so it
 	// takes the lease (unless the sweep took the reservation over).
 	if err := j.renew(io, r.Kind, rec.Name, rec.ID); err != nil {
-		return idempotency.Record{}, err
+		return journal.Record{}, err
 	}
 	return rec, nil
 }
@@ -324,7 +324,7 @@ func (j *OmapJournal) Reserve(ctx context.Context, r idempotency.Reservation) (i
 // must still bind id: Aborted if the sweep claimed it, or if it is gone or
 // binds another ID (the CO's retry then starts afresh). A reservation
 // committed meanwhile needs no lease: nil.
-func (j *OmapJournal) renew(io *rados.IOContext, k idempotency.Kind, name, id string) error {
+func (j *OmapJournal) renew(io *rados.IOContext, k journal.Kind, name, id string) error {
 	nobj := nameObject(k, name)
 	ok, err := guarded(io, nobj, id, func(op *rados.WriteOp) { op.SetOmap(j.leaseVals(holderCreate)) })
 	if err != nil {
@@ -349,7 +349,7 @@ func (j *OmapJournal) renew(io *rados.IOContext, k idempotency.Kind, name, id st
 // runs for longer than the lease calls it (Driver does, every third of
 // the lease) so the sweep never takes it over. An error means the lease
 // is lost (Aborted): whatever the create made must be undone.
-func (j *OmapJournal) Hold(ctx context.Context, kind idempotency.Kind, name, id string) error {
+func (j *OmapJournal) Hold(ctx context.Context, kind journal.Kind, name, id string) error {
 	if err := checkKind(ctx, kind, name); err != nil {
 		return err
 	}
@@ -361,18 +361,18 @@ func (j *OmapJournal) Hold(ctx context.Context, kind idempotency.Kind, name, id 
 	return j.renew(io, kind, name, id)
 }
 
-func (j *OmapJournal) existing(r idempotency.Reservation, m map[string][]byte) (idempotency.Record, error) {
+func (j *OmapJournal) existing(r journal.Reservation, m map[string][]byte) (journal.Record, error) {
 	rec := decodeRecord(r.Kind, m)
 	if string(rec.Fingerprint) != string(r.Fingerprint) {
-		return idempotency.Record{}, status.Errorf(codes.AlreadyExists,
+		return journal.Record{}, status.Errorf(codes.AlreadyExists,
 			"%s name %q is already used by %s %q created with different parameters; use a new name or repeat the original request",
 			r.Kind, r.Name, r.Kind, rec.ID)
 	}
 	return rec, nil
 }
 
-// Commit implements idempotency.Journal.
-func (j *OmapJournal) Commit(ctx context.Context, kind idempotency.Kind, name, id string, response []byte) error {
+// Commit implements journal.Journal.
+func (j *OmapJournal) Commit(ctx context.Context, kind journal.Kind, name, id string, response []byte) error {
 	if err := checkKind(ctx, kind, name); err != nil {
 		return err
 	}
@@ -430,62 +430,62 @@ func (j *OmapJournal) Commit(ctx context.Context, kind idempotency.Kind, name, i
 	return nil
 }
 
-// LookupName implements idempotency.Journal.
-func (j *OmapJournal) LookupName(ctx context.Context, kind idempotency.Kind, name string) (idempotency.Record, bool, error) {
+// LookupName implements journal.Journal.
+func (j *OmapJournal) LookupName(ctx context.Context, kind journal.Kind, name string) (journal.Record, bool, error) {
 	if err := checkKind(ctx, kind, name); err != nil {
-		return idempotency.Record{}, false, err
+		return journal.Record{}, false, err
 	}
 	io, done, err := j.open(ctx)
 	if err != nil {
-		return idempotency.Record{}, false, err
+		return journal.Record{}, false, err
 	}
 	defer done()
 	m, ok, err := readOmap(io, nameObject(kind, name))
 	if err != nil {
-		return idempotency.Record{}, false, journalErr(err, "read reservation")
+		return journal.Record{}, false, journalErr(err, "read reservation")
 	}
 	if !ok {
-		return idempotency.Record{}, false, nil
+		return journal.Record{}, false, nil
 	}
 	return decodeRecord(kind, m), true, nil
 }
 
 // lookupID reads the record bound to id with io.
-func lookupID(io *rados.IOContext, kind idempotency.Kind, id string) (idempotency.Record, bool, error) {
+func lookupID(io *rados.IOContext, kind journal.Kind, id string) (journal.Record, bool, error) {
 	m, ok, err := readOmap(io, idObject(kind, id))
 	if err != nil || !ok {
-		return idempotency.Record{}, false, err
+		return journal.Record{}, false, err
 	}
 	rm, ok, err := readOmap(io, nameObject(kind, string(m["name"])))
 	if err != nil || !ok {
-		return idempotency.Record{}, false, err
+		return journal.Record{}, false, err
 	}
 	rec := decodeRecord(kind, rm)
 	if rec.ID != id {
-		return idempotency.Record{}, false, nil
+		return journal.Record{}, false, nil
 	}
 	return rec, true, nil
 }
 
-// LookupID implements idempotency.Journal.
-func (j *OmapJournal) LookupID(ctx context.Context, kind idempotency.Kind, id string) (idempotency.Record, bool, error) {
+// LookupID implements journal.Journal.
+func (j *OmapJournal) LookupID(ctx context.Context, kind journal.Kind, id string) (journal.Record, bool, error) {
 	if err := checkKind(ctx, kind, id); err != nil {
-		return idempotency.Record{}, false, err
+		return journal.Record{}, false, err
 	}
 	io, done, err := j.open(ctx)
 	if err != nil {
-		return idempotency.Record{}, false, err
+		return journal.Record{}, false, err
 	}
 	defer done()
 	rec, ok, err := lookupID(io, kind, id)
 	if err != nil {
-		return idempotency.Record{}, false, journalErr(err, "look up ID")
+		return journal.Record{}, false, journalErr(err, "look up ID")
 	}
 	return rec, ok, nil
 }
 
-// Release implements idempotency.Journal.
-func (j *OmapJournal) Release(ctx context.Context, kind idempotency.Kind, id string) error {
+// Release implements journal.Journal.
+func (j *OmapJournal) Release(ctx context.Context, kind journal.Kind, id string) error {
 	if err := checkKind(ctx, kind, id); err != nil {
 		return err
 	}
@@ -511,9 +511,9 @@ func (j *OmapJournal) Release(ctx context.Context, kind idempotency.Kind, id str
 	return nil
 }
 
-// Uncommitted implements idempotency.Lister. It lists the journal's
+// Uncommitted implements journal.Lister. It lists the journal's
 // namespace, which holds nothing but journal objects.
-func (j *OmapJournal) Uncommitted(ctx context.Context, kind idempotency.Kind, reservedBefore time.Time) ([]idempotency.Record, error) {
+func (j *OmapJournal) Uncommitted(ctx context.Context, kind journal.Kind, reservedBefore time.Time) ([]journal.Record, error) {
 	if err := checkKind(ctx, kind, "-"); err != nil {
 		return nil, err
 	}
@@ -532,7 +532,7 @@ func (j *OmapJournal) Uncommitted(ctx context.Context, kind idempotency.Kind, re
 	if err != nil {
 		return nil, journalErr(err, "list")
 	}
-	var out []idempotency.Record
+	var out []journal.Record
 	for _, oid := range oids {
 		if err := ctx.Err(); err != nil {
 			return nil, status.FromContextError(err).Err()
@@ -549,7 +549,7 @@ func (j *OmapJournal) Uncommitted(ctx context.Context, kind idempotency.Kind, re
 			out = append(out, rec)
 		}
 	}
-	slices.SortFunc(out, func(a, b idempotency.Record) int { return a.Reserved.Compare(b.Reserved) })
+	slices.SortFunc(out, func(a, b journal.Record) int { return a.Reserved.Compare(b.Reserved) })
 	return out, nil
 }
 
@@ -564,9 +564,9 @@ var sweepPause func(name string)
 // renewed the lease or committed, wins), then clean removes what the
 // create may have made, then the claimed reservation is released. It
 // returns how many were released, and the errors of the others. Unlike
-// idempotency.Sweep, it needs no lock table: the claim works across
+// journal.Sweep, it needs no lock table: the claim works across
 // replicas.
-func (j *OmapJournal) Sweep(ctx context.Context, kind idempotency.Kind, olderThan time.Duration, clean func(context.Context, idempotency.Record) error) (int, error) {
+func (j *OmapJournal) Sweep(ctx context.Context, kind journal.Kind, olderThan time.Duration, clean func(context.Context, journal.Record) error) (int, error) {
 	recs, err := j.Uncommitted(ctx, kind, time.Now().Add(-olderThan))
 	if err != nil {
 		return 0, err
@@ -613,7 +613,7 @@ func (j *OmapJournal) Sweep(ctx context.Context, kind idempotency.Kind, olderTha
 // expired, and nobody wrote it between the read and the claim; it returns
 // the claim's token, or "" if it did not claim. io must be the caller's
 // own (see private).
-func (j *OmapJournal) claim(io *rados.IOContext, kind idempotency.Kind, name, id string) (string, error) {
+func (j *OmapJournal) claim(io *rados.IOContext, kind journal.Kind, name, id string) (string, error) {
 	nobj := nameObject(kind, name)
 	m, ok, err := readOmap(io, nobj)
 	if err != nil {
@@ -632,7 +632,7 @@ func (j *OmapJournal) claim(io *rados.IOContext, kind idempotency.Kind, name, id
 	if sweepPause != nil {
 		sweepPause(name)
 	}
-	token := idempotency.RandomID("")
+	token := journal.RandomID("")
 	op := rados.CreateWriteOp()
 	defer op.Release()
 	op.AssertVersion(ver)

@@ -12,7 +12,8 @@ import (
 
 	"github.com/csikit/csikit/examples/rbd/driver"
 	"github.com/csikit/csikit/examples/rbd/internal/cephtest"
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
+	"github.com/csikit/csikit/journal/journaltest"
 )
 
 func newJournal(t *testing.T, c cephtest.Cluster) *driver.OmapJournal {
@@ -26,51 +27,51 @@ func TestOmapJournal(t *testing.T) {
 	c := cephtest.Require(t)
 	j := newJournal(t, c)
 	ctx := context.Background()
-	name, id := "pvc-"+idempotency.RandomID(""), idempotency.RandomID("")
+	name, id := "pvc-"+journal.RandomID(""), journal.RandomID("")
 	fp := []byte{1, 2, 3}
 
-	rec, err := j.Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: name, Fingerprint: fp, ID: id})
+	rec, err := j.Reserve(ctx, journal.Reservation{Kind: journal.KindVolume, Name: name, Fingerprint: fp, ID: id})
 	if err != nil || rec.ID != id || rec.Committed {
 		t.Fatalf("Reserve = %+v, %v; want ID %s uncommitted", rec, err, id)
 	}
 	// A retry with another ID gets the first one.
-	rec, err = j.Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: name, Fingerprint: fp, ID: "other"})
+	rec, err = j.Reserve(ctx, journal.Reservation{Kind: journal.KindVolume, Name: name, Fingerprint: fp, ID: "other"})
 	if err != nil || rec.ID != id {
 		t.Fatalf("retried Reserve = %+v, %v; want ID %s", rec, err, id)
 	}
 	// Same name, other kind: independent.
-	if rec, err := j.Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindSnapshot, Name: name, Fingerprint: fp, ID: id}); err != nil || rec.ID != id {
+	if rec, err := j.Reserve(ctx, journal.Reservation{Kind: journal.KindSnapshot, Name: name, Fingerprint: fp, ID: id}); err != nil || rec.ID != id {
 		t.Fatalf("snapshot Reserve = %+v, %v", rec, err)
 	}
-	t.Cleanup(func() { _ = j.Release(ctx, idempotency.KindSnapshot, id) })
+	t.Cleanup(func() { _ = j.Release(ctx, journal.KindSnapshot, id) })
 	// Different parameters: AlreadyExists.
-	if _, err := j.Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: name, Fingerprint: []byte{9}, ID: "x"}); status.Code(err) != codes.AlreadyExists {
+	if _, err := j.Reserve(ctx, journal.Reservation{Kind: journal.KindVolume, Name: name, Fingerprint: []byte{9}, ID: "x"}); status.Code(err) != codes.AlreadyExists {
 		t.Fatalf("Reserve with another fingerprint: %v, want AlreadyExists", err)
 	}
-	if err := j.Commit(ctx, idempotency.KindVolume, "pvc-never-reserved-"+id, id, nil); status.Code(err) != codes.FailedPrecondition {
+	if err := j.Commit(ctx, journal.KindVolume, "pvc-never-reserved-"+id, id, nil); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("Commit without reservation: %v, want FailedPrecondition", err)
 	}
-	if err := j.Commit(ctx, idempotency.KindVolume, name, id, []byte("resp")); err != nil {
+	if err := j.Commit(ctx, journal.KindVolume, name, id, []byte("resp")); err != nil {
 		t.Fatal(err)
 	}
-	got, ok, err := j.LookupName(ctx, idempotency.KindVolume, name)
+	got, ok, err := j.LookupName(ctx, journal.KindVolume, name)
 	if err != nil || !ok || !got.Committed || string(got.Response) != "resp" || got.ID != id {
 		t.Fatalf("LookupName = %+v, %v, %v", got, ok, err)
 	}
-	got, ok, err = j.LookupID(ctx, idempotency.KindVolume, id)
+	got, ok, err = j.LookupID(ctx, journal.KindVolume, id)
 	if err != nil || !ok || got.Name != name {
 		t.Fatalf("LookupID = %+v, %v, %v", got, ok, err)
 	}
-	if err := j.Release(ctx, idempotency.KindVolume, id); err != nil {
+	if err := j.Release(ctx, journal.KindVolume, id); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := j.LookupName(ctx, idempotency.KindVolume, name); ok || err != nil {
+	if _, ok, err := j.LookupName(ctx, journal.KindVolume, name); ok || err != nil {
 		t.Fatalf("after Release: LookupName found=%v err=%v", ok, err)
 	}
-	if _, ok, err := j.LookupID(ctx, idempotency.KindVolume, id); ok || err != nil {
+	if _, ok, err := j.LookupID(ctx, journal.KindVolume, id); ok || err != nil {
 		t.Fatalf("after Release: LookupID found=%v err=%v", ok, err)
 	}
-	if err := j.Release(ctx, idempotency.KindVolume, id); err != nil {
+	if err := j.Release(ctx, journal.KindVolume, id); err != nil {
 		t.Fatalf("second Release: %v", err)
 	}
 }
@@ -82,7 +83,7 @@ func TestOmapJournalRace(t *testing.T) {
 	a, b := newJournal(t, c), newJournal(t, c)
 	ctx := context.Background()
 	for round := range 20 {
-		name := "race-" + idempotency.RandomID("")
+		name := "race-" + journal.RandomID("")
 		ids := [2]string{}
 		var wg sync.WaitGroup
 		var errs [2]error
@@ -90,7 +91,7 @@ func TestOmapJournalRace(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				rec, err := j.Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: name, Fingerprint: []byte("fp"), ID: idempotency.RandomID("")})
+				rec, err := j.Reserve(ctx, journal.Reservation{Kind: journal.KindVolume, Name: name, Fingerprint: []byte("fp"), ID: journal.RandomID("")})
 				ids[i], errs[i] = rec.ID, err
 			}()
 		}
@@ -101,7 +102,7 @@ func TestOmapJournalRace(t *testing.T) {
 		if ids[0] != ids[1] {
 			t.Fatalf("round %d: the replicas got IDs %s and %s for one name", round, ids[0], ids[1])
 		}
-		if err := a.Release(ctx, idempotency.KindVolume, ids[0]); err != nil {
+		if err := a.Release(ctx, journal.KindVolume, ids[0]); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -113,19 +114,19 @@ func TestOmapJournalSweep(t *testing.T) {
 	c := cephtest.Require(t)
 	j := newJournal(t, c)
 	ctx := context.Background()
-	abandoned, kept := "abandoned-"+idempotency.RandomID(""), "kept-"+idempotency.RandomID("")
-	aID, kID := idempotency.RandomID(""), idempotency.RandomID("")
-	for _, r := range []idempotency.Reservation{{Kind: idempotency.KindVolume, Name: abandoned, ID: aID}, {Kind: idempotency.KindVolume, Name: kept, ID: kID}} {
+	abandoned, kept := "abandoned-"+journal.RandomID(""), "kept-"+journal.RandomID("")
+	aID, kID := journal.RandomID(""), journal.RandomID("")
+	for _, r := range []journal.Reservation{{Kind: journal.KindVolume, Name: abandoned, ID: aID}, {Kind: journal.KindVolume, Name: kept, ID: kID}} {
 		if _, err := j.Reserve(ctx, r); err != nil {
 			t.Fatal(err)
 		}
 	}
-	t.Cleanup(func() { _ = j.Release(ctx, idempotency.KindVolume, kID) })
-	if err := j.Commit(ctx, idempotency.KindVolume, kept, kID, []byte("r")); err != nil {
+	t.Cleanup(func() { _ = j.Release(ctx, journal.KindVolume, kID) })
+	if err := j.Commit(ctx, journal.KindVolume, kept, kID, []byte("r")); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(10 * time.Millisecond)
-	recs, err := j.Uncommitted(ctx, idempotency.KindVolume, time.Now())
+	recs, err := j.Uncommitted(ctx, journal.KindVolume, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,9 +143,9 @@ func TestOmapJournalSweep(t *testing.T) {
 	var cleaned []string
 	// Only this test's reservations: other packages' tests share the pool.
 	mine := onlyNames{OmapJournal: j, names: []string{abandoned, kept}}
-	_, err = idempotency.Sweep(ctx, idempotency.SweepOptions{
-		Journal: mine, Kind: idempotency.KindVolume, OlderThan: time.Nanosecond,
-		Clean: func(_ context.Context, rec idempotency.Record) error {
+	_, err = journal.Sweep(ctx, journal.SweepOptions{
+		Journal: mine, Kind: journal.KindVolume, OlderThan: time.Nanosecond,
+		Clean: func(_ context.Context, rec journal.Record) error {
 			cleaned = append(cleaned, rec.ID)
 			return nil
 		},
@@ -155,10 +156,10 @@ func TestOmapJournalSweep(t *testing.T) {
 	if !contains(cleaned, aID) || contains(cleaned, kID) {
 		t.Fatalf("Sweep cleaned %v; want %s and not %s", cleaned, aID, kID)
 	}
-	if _, ok, _ := j.LookupName(ctx, idempotency.KindVolume, abandoned); ok {
+	if _, ok, _ := j.LookupName(ctx, journal.KindVolume, abandoned); ok {
 		t.Fatal("the swept reservation is still there")
 	}
-	if _, ok, _ := j.LookupName(ctx, idempotency.KindVolume, kept); !ok {
+	if _, ok, _ := j.LookupName(ctx, journal.KindVolume, kept); !ok {
 		t.Fatal("the committed reservation was swept")
 	}
 }
@@ -178,13 +179,26 @@ type onlyNames struct {
 	names []string
 }
 
-func (o onlyNames) Uncommitted(ctx context.Context, k idempotency.Kind, before time.Time) ([]idempotency.Record, error) {
+func (o onlyNames) Uncommitted(ctx context.Context, k journal.Kind, before time.Time) ([]journal.Record, error) {
 	recs, err := o.OmapJournal.Uncommitted(ctx, k, before)
-	var out []idempotency.Record
+	var out []journal.Record
 	for _, r := range recs {
 		if contains(o.names, r.Name) {
 			out = append(out, r)
 		}
 	}
 	return out, err
+}
+
+// TestOmapJournalConformance holds the omap journal to the contract
+// journaltest checks for every journal, on the real cluster; Reopen is a
+// new connection pool, as a restarted controller or another replica has.
+func TestOmapJournalConformance(t *testing.T) {
+	c := cephtest.Require(t)
+	j := newJournal(t, c)
+	journaltest.Run(t, journaltest.Options{
+		Open:       func(*testing.T) journal.Journal { return j },
+		Reopen:     func(t *testing.T, _ journal.Journal) journal.Journal { return newJournal(t, c) },
+		Goroutines: 32,
+	})
 }

@@ -1,7 +1,6 @@
 package driver
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -21,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/block"
+	"github.com/csikit/csikit/command"
 	"github.com/csikit/csikit/mount"
 )
 
@@ -81,9 +81,10 @@ func keyFile(dir, content string) (string, func(), error) {
 }
 
 // runErr turns a failed tool run into a status naming the tool's reason:
-// the summary of its stderr when the Runner kept the streams apart (as
-// mount.ExecRunner does), else the tail of its output (the tools never
-// print keys, which are only in files).
+// the summary of its stderr when the streams were kept apart (a
+// *command.Error, or a *mount.ExitError from mount.ExecRunner), else the
+// tail of its output (the tools never print keys, which are only in
+// files).
 func runErr(err error, out []byte, what string) error {
 	if err == nil {
 		return nil
@@ -95,6 +96,10 @@ func runErr(err error, out []byte, what string) error {
 	if errors.As(err, &ee) && (ee.Stdout != nil || ee.Stderr != nil) {
 		return status.Errorf(codes.Internal, "%s: %v: %s", what, err, ee.Summary())
 	}
+	var ce *command.Error
+	if errors.As(err, &ce) {
+		return status.Errorf(codes.Internal, "%s: %v", what, ce) // names status and cause
+	}
 	msg := strings.TrimSpace(string(out))
 	if len(msg) > 500 {
 		msg = msg[len(msg)-500:]
@@ -104,7 +109,7 @@ func runErr(err error, out []byte, what string) error {
 
 // krbdMapper maps through the kernel rbd module.
 type krbdMapper struct {
-	run   mount.Runner
+	run   tools
 	keys  string
 	sysfs string // /sys/bus/rbd/devices
 }
@@ -123,16 +128,16 @@ func (m *krbdMapper) Map(ctx context.Context, img Image) (string, error) {
 		args = append(args, "--read-only")
 	}
 	args = append(args, img.Pool+"/"+img.Name)
-	out, err := m.run.Run(ctx, "rbd", args...)
+	out, err := m.run(ctx, "rbd", args...)
 	if err != nil {
 		return "", runErr(err, out, "rbd device map")
 	}
-	dev := deviceLine(out, "/dev/rbd")
-	if dev == "" {
+	dev := strings.TrimSpace(string(out))
+	if !strings.HasPrefix(dev, "/dev/rbd") {
 		if d, ok, ferr := m.Find(ctx, img); ferr == nil && ok {
 			return d, nil
 		}
-		return "", status.Errorf(codes.Internal, "rbd device map printed %q, not a device", strings.TrimSpace(string(out)))
+		return "", status.Errorf(codes.Internal, "rbd device map printed %q, not a device", dev)
 	}
 	return dev, nil
 }
@@ -163,13 +168,13 @@ func (m *krbdMapper) Unmap(ctx context.Context, img Image) error {
 	if err != nil || !ok {
 		return err
 	}
-	out, err := m.run.Run(ctx, "rbd", "device", "unmap", dev)
+	out, err := m.run(ctx, "rbd", "device", "unmap", dev)
 	return runErr(err, out, "rbd device unmap")
 }
 
 // nbdMapper maps through rbd-nbd.
 type nbdMapper struct {
-	run  mount.Runner
+	run  tools
 	keys string
 }
 
@@ -187,41 +192,20 @@ func (m *nbdMapper) Map(ctx context.Context, img Image) (string, error) {
 		args = append(args, "--read-only")
 	}
 	args = append(args, img.Pool+"/"+img.Name)
-	out, err := m.run.Run(ctx, "rbd-nbd", args...)
+	out, err := m.run(ctx, "rbd-nbd", args...)
 	if err != nil {
 		return "", runErr(err, out, "rbd-nbd map")
 	}
-	dev := deviceLine(out, "/dev/nbd")
-	if dev == "" {
-		if d, ok, ferr := m.Find(ctx, img); ferr == nil && ok {
-			return d, nil
-		}
-		return "", status.Errorf(codes.Internal, "rbd-nbd map printed %q, not a device", strings.TrimSpace(string(out)))
-	}
-	return dev, nil
-}
-
-// deviceLine is the first line of a map tool's output that names a
-// device (starts with prefix). The output holds stderr too (after
-// stdout, as mount.ExecRunner gives it): warnings such as "did not load
-// config file" on a node without /etc/ceph/ceph.conf.
-func deviceLine(out []byte, prefix string) string {
-	for _, l := range strings.Split(string(out), "\n") {
-		if l = strings.TrimSpace(l); strings.HasPrefix(l, prefix) && !strings.ContainsAny(l, " \t") {
-			return l
-		}
-	}
-	return ""
+	return strings.TrimSpace(string(out)), nil
 }
 
 func (m *nbdMapper) Find(ctx context.Context, img Image) (string, bool, error) {
-	out, err := m.run.Run(ctx, "rbd-nbd", "list-mapped", "--format", "json")
+	out, err := m.run(ctx, "rbd-nbd", "list-mapped", "--format", "json")
 	if err != nil {
 		return "", false, runErr(err, out, "rbd-nbd list-mapped")
 	}
-	// The JSON is stdout; stderr's warnings may follow it.
 	var list []struct{ Pool, Image, Snap, Device string }
-	if err := json.NewDecoder(bytes.NewReader(out)).Decode(&list); err != nil {
+	if err := json.Unmarshal(out, &list); err != nil {
 		return "", false, status.Errorf(codes.Internal, "rbd-nbd list-mapped: %v", err)
 	}
 	for _, e := range list {
@@ -237,7 +221,7 @@ func (m *nbdMapper) Unmap(ctx context.Context, img Image) error {
 	if err != nil || !ok {
 		return err
 	}
-	out, err := m.run.Run(ctx, "rbd-nbd", "unmap", dev)
+	out, err := m.run(ctx, "rbd-nbd", "unmap", dev)
 	return runErr(err, out, "rbd-nbd unmap")
 }
 
@@ -245,7 +229,7 @@ func (m *nbdMapper) Unmap(ctx context.Context, img Image) error {
 // attaches a loop device to that file. rbd-fuse runs as a daemon, so the
 // mapping outlives a driver restart; Find looks it up by backing file.
 type fuseMapper struct {
-	run  mount.Runner
+	run  tools
 	keys string
 	dir  string
 }

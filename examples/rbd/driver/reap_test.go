@@ -10,7 +10,7 @@ import (
 
 	"github.com/csikit/csikit/examples/rbd/driver"
 	"github.com/csikit/csikit/examples/rbd/internal/cephtest"
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 )
 
 // TestSweepReapsHiddenOrphans: a deleted volume hidden as csi-del-… for
@@ -58,7 +58,7 @@ func TestSweepReapsHiddenOrphans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.SweepAbandoned(ctx, idempotency.KindVolume, 24*time.Hour); err != nil {
+	if _, err := d.SweepAbandoned(ctx, journal.KindVolume, 24*time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	if poolHas(t, c, secrets, pool, hidden) {

@@ -9,14 +9,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 	"github.com/csikit/csikit/topology"
 )
 
 // requestFrom is the request of the create or delete whose journal call
 // runs in ctx: csikit's idempotency layer puts it there.
 func requestFrom(ctx context.Context) any {
-	req, _ := idempotency.Request(ctx)
+	req, _ := journal.Request(ctx)
 	return req
 }
 
@@ -24,7 +24,7 @@ func requestFrom(ctx context.Context) any {
 // every call to the OmapJournal of the pool the request concerns, with the
 // request's credentials, and makes the reserved IDs carry the pool (see
 // ids.go).
-func (d *Driver) Journal() idempotency.Journal { return requestJournal{d} }
+func (d *Driver) Journal() journal.Journal { return requestJournal{d} }
 
 type requestJournal struct{ d *Driver }
 
@@ -57,16 +57,16 @@ func (j requestJournal) byPoolID(ctx context.Context, pool int64) (*OmapJournal,
 }
 
 // byID returns the journal of an ID's pool, or nil for an ID not ours.
-func (j requestJournal) byID(ctx context.Context, kind idempotency.Kind, id string) (*OmapJournal, error) {
+func (j requestJournal) byID(ctx context.Context, kind journal.Kind, id string) (*OmapJournal, error) {
 	var pool int64
 	switch kind {
-	case idempotency.KindVolume:
+	case journal.KindVolume:
 		v, ok := parseVolumeID(id)
 		if !ok {
 			return nil, nil
 		}
 		pool = v.pool
-	case idempotency.KindSnapshot:
+	case journal.KindSnapshot:
 		s, ok := parseSnapshotID(id)
 		if !ok {
 			return nil, nil
@@ -84,14 +84,14 @@ func (j requestJournal) byID(ctx context.Context, kind idempotency.Kind, id stri
 
 // forName returns the journal a create's name is reserved in, and the ID
 // prefix the pool gives the reserved ID.
-func (j requestJournal) forName(ctx context.Context, kind idempotency.Kind) (*OmapJournal, string, error) {
+func (j requestJournal) forName(ctx context.Context, kind journal.Kind) (*OmapJournal, string, error) {
 	creds, err := j.creds(ctx)
 	if err != nil {
 		return nil, "", err
 	}
 	switch r := requestFrom(ctx).(type) {
 	case *csi.CreateVolumeRequest:
-		if kind != idempotency.KindVolume {
+		if kind != journal.KindVolume {
 			break
 		}
 		pool, _, err := j.d.choosePool(r)
@@ -104,7 +104,7 @@ func (j requestJournal) forName(ctx context.Context, kind idempotency.Kind) (*Om
 		}
 		return j.d.journal(creds, pool), itoa(id) + "-" + kindChar(wantsBlock(r.GetVolumeCapabilities()), r.GetVolumeContentSource() != nil), nil
 	case *csi.CreateSnapshotRequest:
-		if kind != idempotency.KindSnapshot {
+		if kind != journal.KindSnapshot {
 			break
 		}
 		v, ok := parseVolumeID(r.GetSourceVolumeId())
@@ -120,15 +120,15 @@ func (j requestJournal) forName(ctx context.Context, kind idempotency.Kind) (*Om
 	return nil, "", status.Errorf(codes.Internal, "journal: no create request for a %s in the context", kind)
 }
 
-// Reserve implements idempotency.Journal: r.ID (32 hex digits from
+// Reserve implements journal.Journal: r.ID (32 hex digits from
 // csikit's RandomID) becomes the local part of a pool-qualified ID.
-func (j requestJournal) Reserve(ctx context.Context, r idempotency.Reservation) (idempotency.Record, error) {
+func (j requestJournal) Reserve(ctx context.Context, r journal.Reservation) (journal.Record, error) {
 	jr, prefix, err := j.forName(ctx, r.Kind)
 	if err != nil {
-		return idempotency.Record{}, err
+		return journal.Record{}, err
 	}
 	if !isHex32(r.ID) {
-		return idempotency.Record{}, status.Errorf(codes.Internal, "journal: NewID gave %q, want 32 hex digits", r.ID)
+		return journal.Record{}, status.Errorf(codes.Internal, "journal: NewID gave %q, want 32 hex digits", r.ID)
 	}
 	r.ID = prefix + r.ID
 	rec, err := jr.Reserve(ctx, r)
@@ -141,8 +141,8 @@ func (j requestJournal) Reserve(ctx context.Context, r idempotency.Reservation) 
 	return rec, err
 }
 
-// Commit implements idempotency.Journal.
-func (j requestJournal) Commit(ctx context.Context, kind idempotency.Kind, name, id string, response []byte) error {
+// Commit implements journal.Journal.
+func (j requestJournal) Commit(ctx context.Context, kind journal.Kind, name, id string, response []byte) error {
 	jr, err := j.byID(ctx, kind, id)
 	if err != nil {
 		return err
@@ -153,26 +153,26 @@ func (j requestJournal) Commit(ctx context.Context, kind idempotency.Kind, name,
 	return jr.Commit(ctx, kind, name, id, response)
 }
 
-// LookupName implements idempotency.Journal.
-func (j requestJournal) LookupName(ctx context.Context, kind idempotency.Kind, name string) (idempotency.Record, bool, error) {
+// LookupName implements journal.Journal.
+func (j requestJournal) LookupName(ctx context.Context, kind journal.Kind, name string) (journal.Record, bool, error) {
 	jr, _, err := j.forName(ctx, kind)
 	if err != nil {
-		return idempotency.Record{}, false, err
+		return journal.Record{}, false, err
 	}
 	return jr.LookupName(ctx, kind, name)
 }
 
-// LookupID implements idempotency.Journal.
-func (j requestJournal) LookupID(ctx context.Context, kind idempotency.Kind, id string) (idempotency.Record, bool, error) {
+// LookupID implements journal.Journal.
+func (j requestJournal) LookupID(ctx context.Context, kind journal.Kind, id string) (journal.Record, bool, error) {
 	jr, err := j.byID(ctx, kind, id)
 	if err != nil || jr == nil {
-		return idempotency.Record{}, false, err
+		return journal.Record{}, false, err
 	}
 	return jr.LookupID(ctx, kind, id)
 }
 
-// Release implements idempotency.Journal.
-func (j requestJournal) Release(ctx context.Context, kind idempotency.Kind, id string) error {
+// Release implements journal.Journal.
+func (j requestJournal) Release(ctx context.Context, kind journal.Kind, id string) error {
 	jr, err := j.byID(ctx, kind, id)
 	if err != nil || jr == nil {
 		return err

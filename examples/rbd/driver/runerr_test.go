@@ -1,8 +1,11 @@
 package driver
 
 import (
+	"context"
+	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/csikit/csikit/mount"
 	"google.golang.org/grpc/codes"
@@ -27,5 +30,26 @@ func TestRunErrNamesCause(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "mapping image") {
 		t.Fatalf("message %q holds stdout's progress", err)
+	}
+}
+
+// TestToolsKeepStdoutClean runs a real program through the mappers' tool
+// runner: JSON on stdout stays parseable beside a warning on stderr, and
+// a failure names the cause from stderr.
+func TestToolsKeepStdoutClean(t *testing.T) {
+	run := execTools(time.Minute)
+	out, err := run(context.Background(), "sh", "-c", `echo 'rbd-nbd: warning: old kernel' >&2; echo '[{"pool":"p","image":"i","device":"/dev/nbd0"}]'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list []struct{ Pool, Image, Device string }
+	if err := json.Unmarshal(out, &list); err != nil || len(list) != 1 || list[0].Device != "/dev/nbd0" {
+		t.Fatalf("got %q (%v), want one mapping on /dev/nbd0", out, err)
+	}
+	out, err = run(context.Background(), "sh", "-c", `echo mapping image; echo 'rbd: map failed: (5) Input/output error' >&2; exit 5`)
+	err = runErr(err, out, "rbd device map")
+	want := "rbd device map: sh exited with status 5: rbd: map failed: (5) Input/output error"
+	if msg := status.Convert(err).Message(); status.Code(err) != codes.Internal || msg != want {
+		t.Fatalf("got %v %q, want Internal %q", status.Code(err), msg, want)
 	}
 }

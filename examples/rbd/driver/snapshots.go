@@ -11,12 +11,12 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 )
 
 // CreateSnapshot takes RBD snapshot csi-snap-<hex> of the source image.
 func (d *Driver) CreateSnapshot(ctx context.Context, r *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
-	rid, ok := idempotency.ReservedID(ctx)
+	rid, ok := journal.ReservedID(ctx)
 	if !ok {
 		return nil, status.Error(codes.Internal, "no reserved snapshot ID: build the server with Driver.ServerOptions")
 	}
@@ -46,7 +46,7 @@ func (d *Driver) CreateSnapshot(ctx context.Context, r *csi.CreateSnapshotReques
 		return nil, backendError(err, "open source volume")
 	}
 	defer img.Close()
-	stop := d.holdLease(ctx, creds, pool, idempotency.KindSnapshot, r.GetName(), rid)
+	stop := d.holdLease(ctx, creds, pool, journal.KindSnapshot, r.GetName(), rid)
 	snap, err := takeSnapshot(img, sid)
 	if err := stop(err == nil); err != nil {
 		if status.Code(err) == codes.Aborted {

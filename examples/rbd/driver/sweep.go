@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 )
 
 // SweepAbandoned sweeps the journal of every pool served since start
@@ -21,15 +21,15 @@ import (
 // and releases its reservation. Every replica may sweep at once: each
 // reservation is claimed in RADOS first, so a sweep never overtakes a
 // retry another replica serves, nor a create still running.
-func (d *Driver) SweepAbandoned(ctx context.Context, kind idempotency.Kind, olderThan time.Duration) (int, error) {
+func (d *Driver) SweepAbandoned(ctx context.Context, kind journal.Kind, olderThan time.Duration) (int, error) {
 	var total int
 	var errs []error
 	for _, p := range d.seenPools() {
 		n, err := d.journal(p.creds, p.pool).Sweep(ctx, kind, olderThan,
-			func(ctx context.Context, rec idempotency.Record) error { return d.clean(ctx, p, kind, rec.ID) })
+			func(ctx context.Context, rec journal.Record) error { return d.clean(ctx, p, kind, rec.ID) })
 		total += n
 		errs = append(errs, err)
-		if kind == idempotency.KindVolume {
+		if kind == journal.KindVolume {
 			d.reapHidden(ctx, p)
 		}
 	}
@@ -46,7 +46,7 @@ func (d *Driver) journal(creds Credentials, pool string) *OmapJournal {
 // returned stop ends that and, if check, renews once more: an error
 // (Aborted) means the sweep took the reservation over, and what the create
 // made must be undone rather than answered.
-func (d *Driver) holdLease(ctx context.Context, creds Credentials, pool string, kind idempotency.Kind, name, id string) (stop func(check bool) error) {
+func (d *Driver) holdLease(ctx context.Context, creds Credentials, pool string, kind journal.Kind, name, id string) (stop func(check bool) error) {
 	j := d.journal(creds, pool)
 	quit := make(chan struct{})
 	var wg sync.WaitGroup
@@ -85,14 +85,14 @@ func (d *Driver) holdLease(ctx context.Context, creds Credentials, pool string, 
 }
 
 // clean removes what a create under id may have left.
-func (d *Driver) clean(ctx context.Context, p seenPool, kind idempotency.Kind, id string) error {
+func (d *Driver) clean(ctx context.Context, p seenPool, kind journal.Kind, id string) error {
 	io, done, err := d.conns.IOContext(ctx, p.creds, p.pool, "")
 	if err != nil {
 		return err
 	}
 	defer done()
 	switch kind {
-	case idempotency.KindVolume:
+	case journal.KindVolume:
 		v, ok := parseVolumeID(id)
 		if !ok {
 			return nil
@@ -100,7 +100,7 @@ func (d *Driver) clean(ctx context.Context, p seenPool, kind idempotency.Kind, i
 		if err := rbd.RemoveImage(io, v.image()); err != nil && !errors.Is(err, rbd.ErrNotFound) {
 			return backendError(err, "remove abandoned image")
 		}
-	case idempotency.KindSnapshot:
+	case journal.KindSnapshot:
 		s, ok := parseSnapshotID(id)
 		if !ok {
 			return nil

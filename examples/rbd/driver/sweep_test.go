@@ -18,7 +18,7 @@ import (
 	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/examples/rbd/driver"
 	"github.com/csikit/csikit/examples/rbd/internal/cephtest"
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 )
 
 // serveDriver runs d through csikit on a unix socket (a controller
@@ -67,10 +67,10 @@ func abandoned(t *testing.T, c cephtest.Cluster, secrets map[string]string, pool
 	if err != nil {
 		t.Fatal(err)
 	}
-	fp, _ := idempotency.Fingerprint(req)
-	id := fmt.Sprintf("%d-m%s", poolID, idempotency.RandomID(""))
+	fp, _ := journal.Fingerprint(req)
+	id := fmt.Sprintf("%d-m%s", poolID, journal.RandomID(""))
 	j := driver.NewOmapJournal(conns, creds, pool).WithLease(lease)
-	if _, err := j.Reserve(context.Background(), idempotency.Reservation{Kind: idempotency.KindVolume, Name: req.Name, Fingerprint: fp, ID: id}); err != nil {
+	if _, err := j.Reserve(context.Background(), journal.Reservation{Kind: journal.KindVolume, Name: req.Name, Fingerprint: fp, ID: id}); err != nil {
 		t.Fatal(err)
 	}
 	io, done, err := conns.IOContext(context.Background(), creds, pool, "")
@@ -121,7 +121,7 @@ func TestSweepCannotOvertakeRetry(t *testing.T) {
 		retried, retryErr = resp.GetVolume().GetVolumeId(), err
 	})
 	t.Cleanup(func() { driver.SetSweepPause(nil) })
-	n, err := a.SweepAbandoned(ctx, idempotency.KindVolume, time.Nanosecond)
+	n, err := a.SweepAbandoned(ctx, journal.KindVolume, time.Nanosecond)
 	t.Logf("sweep released %d, %v", n, err)
 	if retryErr != nil || retried != id {
 		t.Fatalf("the retry answered %q, %v; want %s", retried, retryErr, id)
@@ -149,14 +149,14 @@ func TestSweepTakesOverStalledCreate(t *testing.T) {
 	t.Cleanup(conns.Close)
 	j := driver.NewOmapJournal(conns, creds, pool).WithLease(50 * time.Millisecond)
 	ctx := context.Background()
-	k := idempotency.KindVolume
-	res := idempotency.Reservation{Kind: k, Name: "stalled", Fingerprint: []byte("fp"), ID: "id-1"}
+	k := journal.KindVolume
+	res := journal.Reservation{Kind: k, Name: "stalled", Fingerprint: []byte("fp"), ID: "id-1"}
 	rec, err := j.Reserve(ctx, res)
 	if err != nil || !rec.Fresh {
 		t.Fatalf("Reserve = %+v, %v; want a fresh record", rec, err)
 	}
 	// Within its lease the create holds it: no sweep takes it.
-	if n, err := j.Sweep(ctx, k, time.Nanosecond, func(context.Context, idempotency.Record) error {
+	if n, err := j.Sweep(ctx, k, time.Nanosecond, func(context.Context, journal.Record) error {
 		t.Fatal("the sweep cleaned a reservation whose lease runs")
 		return nil
 	}); err != nil || n != 0 {
@@ -167,14 +167,14 @@ func TestSweepTakesOverStalledCreate(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond) // the create stalls past its lease
 	var during []error
-	n, err := j.Sweep(ctx, k, time.Nanosecond, func(_ context.Context, r idempotency.Record) error {
+	n, err := j.Sweep(ctx, k, time.Nanosecond, func(_ context.Context, r journal.Record) error {
 		if r.ID != "id-1" {
 			t.Errorf("cleaning %s", r.ID)
 		}
 		during = append(during,
 			j.Hold(ctx, k, "stalled", "id-1"),
 			j.Commit(ctx, k, "stalled", "id-1", []byte("resp")))
-		_, rerr := j.Reserve(ctx, idempotency.Reservation{Kind: k, Name: "stalled", Fingerprint: []byte("fp"), ID: "id-2"})
+		_, rerr := j.Reserve(ctx, journal.Reservation{Kind: k, Name: "stalled", Fingerprint: []byte("fp"), ID: "id-2"})
 		during = append(during, rerr)
 		return nil
 	})
@@ -186,7 +186,7 @@ func TestSweepTakesOverStalledCreate(t *testing.T) {
 			t.Errorf("%s while the sweep holds the reservation = %v; want Aborted", what, during[i])
 		}
 	}
-	rec, err = j.Reserve(ctx, idempotency.Reservation{Kind: k, Name: "stalled", Fingerprint: []byte("fp"), ID: "id-3"})
+	rec, err = j.Reserve(ctx, journal.Reservation{Kind: k, Name: "stalled", Fingerprint: []byte("fp"), ID: "id-3"})
 	if err != nil || rec.ID != "id-3" || !rec.Fresh {
 		t.Fatalf("Reserve after the sweep = %+v, %v; want a fresh reservation for id-3", rec, err)
 	}
@@ -205,18 +205,18 @@ func TestStalledCreateUndoesItself(t *testing.T) {
 	pool, secrets := cephtest.TenantPool(t, c)
 	d := newDriver(t, c, driver.Options{CreateLease: 50 * time.Millisecond})
 	req := tenantCreate("stalled", pool, secrets)
-	ctx := idempotency.ContextWithRequest(context.Background(), req)
-	fp, _ := idempotency.Fingerprint(req)
-	rec, err := d.Journal().Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: req.Name, Fingerprint: fp, ID: idempotency.RandomID("")})
+	ctx := journal.ContextWithRequest(context.Background(), req)
+	fp, _ := journal.Fingerprint(req)
+	rec, err := d.Journal().Reserve(ctx, journal.Reservation{Kind: journal.KindVolume, Name: req.Name, Fingerprint: fp, ID: journal.RandomID("")})
 	if err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(100 * time.Millisecond) // the create stalls past its lease
-	if _, err := d.SweepAbandoned(context.Background(), idempotency.KindVolume, time.Nanosecond); err != nil {
+	if _, err := d.SweepAbandoned(context.Background(), journal.KindVolume, time.Nanosecond); err != nil {
 		t.Fatal(err)
 	}
 	// Resumed after the sweep: nothing to hold any more.
-	_, resumed := d.CreateVolume(idempotency.ContextWithReservedID(ctx, rec.ID), req)
+	_, resumed := d.CreateVolume(journal.ContextWithReservedID(ctx, rec.ID), req)
 	if status.Code(resumed) != codes.Aborted {
 		t.Fatalf("the stalled create, resumed after the sweep, answered %v; want Aborted", resumed)
 	}
@@ -224,7 +224,7 @@ func TestStalledCreateUndoesItself(t *testing.T) {
 		t.Fatalf("the stalled create left image of %s behind", rec.ID)
 	}
 	// And while the sweep holds the claim (here: during its clean).
-	rec2, err := d.Journal().Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: req.Name, Fingerprint: fp, ID: idempotency.RandomID("")})
+	rec2, err := d.Journal().Reserve(ctx, journal.Reservation{Kind: journal.KindVolume, Name: req.Name, Fingerprint: fp, ID: journal.RandomID("")})
 	if err != nil || rec2.ID == rec.ID {
 		t.Fatalf("the retry after the sweep got %+v, %v; want a new reservation", rec2, err)
 	}
@@ -232,8 +232,8 @@ func TestStalledCreateUndoesItself(t *testing.T) {
 	conns := driver.NewConnPool(c.Monitors, 30*time.Second, time.Minute)
 	t.Cleanup(conns.Close)
 	j := driver.NewOmapJournal(conns, driver.Credentials{User: secrets["userID"], Key: secrets["userKey"]}, pool).WithLease(50 * time.Millisecond)
-	if _, err := j.Sweep(context.Background(), idempotency.KindVolume, time.Nanosecond, func(context.Context, idempotency.Record) error {
-		_, resumed = d.CreateVolume(idempotency.ContextWithReservedID(ctx, rec2.ID), req)
+	if _, err := j.Sweep(context.Background(), journal.KindVolume, time.Nanosecond, func(context.Context, journal.Record) error {
+		_, resumed = d.CreateVolume(journal.ContextWithReservedID(ctx, rec2.ID), req)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -262,7 +262,7 @@ func TestTwoSweepsOneClaim(t *testing.T) {
 	const n = 20
 	for i := range n {
 		// Creates whose lease has long expired.
-		if _, err := js[0].WithLease(time.Millisecond).Reserve(ctx, idempotency.Reservation{Kind: idempotency.KindVolume, Name: fmt.Sprintf("gone-%d", i), ID: fmt.Sprintf("id-%d", i)}); err != nil {
+		if _, err := js[0].WithLease(time.Millisecond).Reserve(ctx, journal.Reservation{Kind: journal.KindVolume, Name: fmt.Sprintf("gone-%d", i), ID: fmt.Sprintf("id-%d", i)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -276,7 +276,7 @@ func TestTwoSweepsOneClaim(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			released[i], errs[i] = j.Sweep(ctx, idempotency.KindVolume, time.Nanosecond, func(_ context.Context, r idempotency.Record) error {
+			released[i], errs[i] = j.Sweep(ctx, journal.KindVolume, time.Nanosecond, func(_ context.Context, r journal.Record) error {
 				mu.Lock()
 				cleaned[r.ID]++
 				mu.Unlock()
@@ -297,7 +297,7 @@ func TestTwoSweepsOneClaim(t *testing.T) {
 			t.Errorf("%s cleaned %d times", id, k)
 		}
 	}
-	if recs, err := js[1].Uncommitted(ctx, idempotency.KindVolume, time.Now()); err != nil || len(recs) != 0 {
+	if recs, err := js[1].Uncommitted(ctx, journal.KindVolume, time.Now()); err != nil || len(recs) != 0 {
 		t.Fatalf("after the sweeps: %d reservations left (%v)", len(recs), err)
 	}
 	t.Logf("replica A released %d, replica B %d", released[0], released[1])

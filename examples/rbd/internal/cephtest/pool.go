@@ -11,7 +11,7 @@ import (
 	"github.com/ceph/go-ceph/rados"
 	"github.com/ceph/go-ceph/rbd"
 
-	"github.com/csikit/csikit/idempotency"
+	"github.com/csikit/csikit/journal"
 )
 
 // AdminSecrets are CSI secrets (userID, userKey) of client.admin, read
@@ -54,7 +54,7 @@ func Admin(t testing.TB, c Cluster) *rados.Conn {
 // deleted on t's Cleanup (register it after conn's Shutdown).
 func NewPool(t testing.TB, conn *rados.Conn) string {
 	t.Helper()
-	pool := "t-" + idempotency.RandomID("")[:12]
+	pool := "t-" + journal.RandomID("")[:12]
 	if err := conn.MakePool(pool); err != nil {
 		t.Fatal(err)
 	}

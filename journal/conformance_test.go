@@ -1,0 +1,44 @@
+package journal_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/csikit/csikit/journal"
+	"github.com/csikit/csikit/journal/journaltest"
+)
+
+// TestConformance holds both stores csikit ships to the contract
+// journaltest checks for every Journal a driver writes.
+func TestConformance(t *testing.T) {
+	t.Run("memory", func(t *testing.T) {
+		m := journal.NewMemory()
+		journaltest.Run(t, journaltest.Options{
+			Open:       func(*testing.T) journal.Journal { return m },
+			MaxNameLen: journal.MaxKeyLen,
+		})
+	})
+	t.Run("file", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "journal.db")
+		open := func(t *testing.T) *journal.File {
+			f, err := journal.OpenFile(path, journal.FileOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return f
+		}
+		cur := open(t)
+		t.Cleanup(func() { _ = cur.Close() })
+		journaltest.Run(t, journaltest.Options{
+			Open: func(*testing.T) journal.Journal { return cur },
+			Reopen: func(t *testing.T, j journal.Journal) journal.Journal {
+				if err := j.(*journal.File).Close(); err != nil {
+					t.Fatal(err)
+				}
+				cur = open(t)
+				return cur
+			},
+			MaxNameLen: journal.MaxKeyLen,
+		})
+	})
+}
