@@ -10,13 +10,17 @@ $B mount -t sysfs sys /sys
 $B mount -t devtmpfs dev /dev
 while read -r f; do $B insmod "/mods/$f" || echo "vmtest: insmod $f failed"; done </mods/order
 R=/newroot
-if ! $B mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=524288 hostroot $R; then
+if ! $B mount -t 9p -o trans=virtio,version=9p2000.L,ro,msize=524288,cache=loose hostroot $R; then
 	echo "vmtest: cannot mount the host's root"; $B poweroff -f
 fi
 $B mount -t proc proc $R/proc
 $B mount -t sysfs sys $R/sys
 $B mount -t devtmpfs dev $R/dev
 $B mkdir -p $R/dev/pts $R/dev/shm
+$B ln -sf /proc/self/fd $R/dev/fd # what udev would make (bash's <(...) needs it)
+$B ln -sf /proc/self/fd/0 $R/dev/stdin
+$B ln -sf /proc/self/fd/1 $R/dev/stdout
+$B ln -sf /proc/self/fd/2 $R/dev/stderr
 $B mount -t devpts devpts $R/dev/pts
 $B mount -t tmpfs shm $R/dev/shm
 $B mount -t tmpfs -o mode=755 run $R/run

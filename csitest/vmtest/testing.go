@@ -107,7 +107,10 @@ func Delegate(t *testing.T, opts Options) bool {
 	if err != nil {
 		t.Fatalf("the VM for this test did not start: %v", err)
 	}
-	args := []string{os.Args[0], "-test.run=" + runPattern(t.Name()), "-test.v=true", "-test.count=1"}
+	args := []string{os.Args[0], "-test.run=" + guestPattern(t.Name()), "-test.v=true", "-test.count=1"}
+	if f := flag.Lookup("test.skip"); f != nil && f.Value.String() != "" {
+		args = append(args, "-test.skip="+f.Value.String())
+	}
 	if testing.Short() {
 		args = append(args, "-test.short")
 	}
@@ -162,6 +165,22 @@ func runPattern(name string) string {
 		parts[i] = "^" + regexp.QuoteMeta(p) + "$"
 	}
 	return strings.Join(parts, "/")
+}
+
+// guestPattern is runPattern(name) plus the elements of this run's
+// -test.run below name's depth, so `go test -run TestX/sub` runs only
+// sub in the guest too.
+func guestPattern(name string) string {
+	p := runPattern(name)
+	f := flag.Lookup("test.run")
+	if f == nil || f.Value.String() == "" {
+		return p
+	}
+	parts := strings.Split(f.Value.String(), "/")
+	if depth := strings.Count(name, "/") + 1; len(parts) > depth {
+		p += "/" + strings.Join(parts[depth:], "/")
+	}
+	return p
 }
 
 // verdict finds the result line of test name in go test -v output.

@@ -425,8 +425,9 @@ type Command struct {
 	Argv []string
 	// Dir is the working directory (default /).
 	Dir string
-	// Env is added to the guest's base environment (PATH, HOME, TMPDIR=/run/tmp,
-	// CSIKIT_VMTEST_GUEST=1) and Setup's variables; later entries win.
+	// Env is added to the guest's base environment (PATH, HOME,
+	// TMPDIR=/run/tmp, CSIKIT_VMTEST_GUEST=1); Setup's variables win over
+	// it (a host's CSIKIT_CEPH_* must not reach the guest's cluster).
 	Env []string
 	// Output, when set, receives the output (stdout and stderr
 	// interleaved) as it comes.
@@ -450,7 +451,7 @@ func (v *VM) Run(ctx context.Context, c Command) (Result, error) {
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/root",
 		"TMPDIR=/run/tmp", GuestEnv + "=1", "LANG=C.UTF-8",
 	}
-	env = append(append(env, v.env...), c.Env...)
+	env = append(append(env, c.Env...), v.env...)
 	dir := c.Dir
 	if dir == "" {
 		dir = "/"

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/csikit/csikit/csitest/vmtest"
 )
 
 // TestMain removes the driver binary driverBinary built, if any.
@@ -14,7 +16,7 @@ func TestMain(m *testing.M) {
 	if spec := os.Getenv(watchHelperEnv); spec != "" {
 		os.Exit(watchHelper(spec))
 	}
-	code := m.Run()
+	code := vmtest.Main(m) // powers off the VM of TestKernelMappers
 	if binPath != "" {
 		_ = os.RemoveAll(filepath.Dir(binPath))
 	}

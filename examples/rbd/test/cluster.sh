@@ -69,19 +69,22 @@ mkdir -p "$dir"/{pids,log,run,mon,osd,mgr}
 chmod 700 "$dir"
 trap 'rc=$?; if [ $rc -ne 0 ]; then echo "cluster.sh: start failed; logs in $dir/log" >&2; tail -20 "$dir"/log/*.log >&2 2>/dev/null || true; stop_pids; fi' EXIT
 
-# A free port for the monitor (msgr v2 only: loopback, no v1 needed).
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# Free ports for the monitor: msgr v2 (what librados and rbd-fuse use) and
+# v1, as production monitors bind both: the kernel's rbd client (krbd)
+# speaks v1 unless mapped with ms_mode, which needs Linux 5.11.
+read -r port port1 < <(python3 -c 'import socket
+a=socket.socket(); a.bind(("127.0.0.1",0)); b=socket.socket(); b.bind(("127.0.0.1",0))
+print(a.getsockname()[1], b.getsockname()[1])')
 fsid=$(python3 -c 'import uuid; print(uuid.uuid4())')
 conf="$dir/ceph.conf"
 cat >"$conf" <<CONF
 [global]
 fsid = $fsid
-mon host = [v2:127.0.0.1:$port]
+mon host = [v2:127.0.0.1:$port,v1:127.0.0.1:$port1]
 mon initial members = a
 auth cluster required = cephx
 auth service required = cephx
 auth client required = cephx
-ms bind msgr1 = false
 osd pool default size = 1
 osd pool default min size = 1
 osd pool default pg autoscale mode = off
@@ -111,7 +114,7 @@ ceph-authtool --create-keyring "$dir/mon.keyring" --gen-key -n mon. --cap mon 'a
 ceph-authtool --create-keyring "$dir/client.admin.keyring" --gen-key -n client.admin \
 	--cap mon 'allow *' --cap osd 'allow *' --cap mgr 'allow *' --cap mds 'allow *' >/dev/null
 ceph-authtool "$dir/mon.keyring" --import-keyring "$dir/client.admin.keyring" >/dev/null
-monmaptool --create --fsid "$fsid" --addv a "[v2:127.0.0.1:$port]" "$dir/monmap" >/dev/null
+monmaptool --create --fsid "$fsid" --addv a "[v2:127.0.0.1:$port,v1:127.0.0.1:$port1]" "$dir/monmap" >/dev/null
 ceph-mon -c "$conf" --mkfs -i a --monmap "$dir/monmap" --keyring "$dir/mon.keyring"
 
 # start NAME BINARY ARGS...: run a daemon in the foreground of a background
