@@ -18,7 +18,7 @@
 // live in mount (with the fake mount/mounttest), block, fstree and quota,
 // and caps tells which Linux capabilities the process has (online growth
 // needs one); command runs external tools (process-group kill, separate
-// streams, secrets on stdin); NodeGetVolumeStats
+// streams, secrets on stdin); crypt encrypts volumes at rest (LUKS2); NodeGetVolumeStats
 // answers are built by stats, volume-health entries by health, and
 // Prometheus metrics (the /metrics handler) by metrics. runner runs a
 // driver's parts under one context (runner.NewDriver: the CSI server,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/csikit/csikit/command"
+	"github.com/csikit/csikit/crypt"
 	"github.com/csikit/csikit/internal/logctx"
 )
 
@@ -101,6 +102,11 @@ type Options struct {
 	// and method, and a nil Logger means the call's logger; outside a
 	// call, nil discards.
 	Logger *slog.Logger
+	// Crypt opens and closes the mappings of encrypted volumes
+	// (StageOptions.Encryption). Default: crypt.New with this Mounter as
+	// its Prober (so a device is formatted with LUKS only when the check
+	// before mkfs finds it blank), the default key derivation and Logger.
+	Crypt *crypt.Crypt
 }
 
 // Mounter stages, publishes, unpublishes and unstages volumes on a node. Its
@@ -120,6 +126,8 @@ type Mounter struct {
 	staged map[string]uint64
 
 	minSizes minSizes // MinSize's answers
+
+	crypt *crypt.Crypt
 }
 
 // remember records the mount ID of the device-less file system staged at
@@ -161,6 +169,10 @@ func New(opts Options) *Mounter {
 		base = opts.Logger.Handler()
 	}
 	m.log = slog.New(logctx.NewHandler(base))
+	m.crypt = opts.Crypt
+	if m.crypt == nil {
+		m.crypt = crypt.New(crypt.Options{Prober: m, Logger: opts.Logger})
+	}
 	return m
 }
 

@@ -1,5 +1,24 @@
 package mount
 
+import "github.com/csikit/csikit/crypt"
+
+// Encryption makes a volume encrypted at rest with LUKS2 (package crypt):
+// the file system (or, through OpenEncrypted, the raw block volume) lives
+// on a dm-crypt mapping of the device.
+type Encryption struct {
+	// VolumeID names the mapping (crypt.MappingName), the same on every
+	// node and after a restart.
+	VolumeID string
+	// Key gives the passphrase: crypt.SecretKeys(req.GetSecrets()) for the
+	// node-stage secret's crypt.SecretKey, or a KMS. Unstage does not need
+	// it.
+	Key crypt.KeyProvider
+	// AllowDiscards passes the file system's discards (TRIM) through the
+	// mapping: thin storage frees the space, at the cost of showing an
+	// observer of the device which blocks are unused.
+	AllowDiscards bool
+}
+
 // StageOptions describes a NodeStageVolume mount: a file system on Device,
 // formatted if blank, mounted at Target.
 type StageOptions struct {
@@ -32,6 +51,13 @@ type StageOptions struct {
 	// one file system can appear under two devices (multipath without
 	// dm-multipath) and a second mount must be refused.
 	XFSUUIDCheck bool
+	// Encryption, when set, encrypts the volume: Device is then the
+	// backing device, formatted with LUKS2 when blank (never when it holds
+	// anything else: codes.FailedPrecondition), opened as a dm-crypt
+	// mapping, and the file system is made on and mounted from the
+	// mapping. A wrong key is codes.InvalidArgument and changes nothing.
+	// A read-only stage never formats.
+	Encryption *Encryption
 }
 
 // PublishOptions describes a NodePublishVolume mount: Source bound onto
@@ -70,6 +96,9 @@ type UnmountOptions struct {
 	// FailedPrecondition. Processes still using it keep their view until
 	// they let go.
 	Lazy bool
+	// Encryption, when set, closes the volume's dm-crypt mapping after the
+	// unmount (only VolumeID is used). A mapping already closed is fine.
+	Encryption *Encryption
 }
 
 // ResizeOptions describes an online file system expansion.
@@ -78,4 +107,9 @@ type ResizeOptions struct {
 	Device string
 	// Path is where the file system is mounted.
 	Path string
+	// Encryption, when set, means Device is the backing device of an
+	// encrypted volume: its mapping is grown to the device's size first
+	// (LUKS2 needs the key for that: from the node-expand secret), then
+	// the file system on it.
+	Encryption *Encryption
 }

@@ -28,6 +28,14 @@ func (m *Mounter) Resize(ctx context.Context, o ResizeOptions) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	if isBlock && o.Encryption != nil {
+		if o.Device, err = m.resizeEncrypted(ctx, *o.Encryption); err != nil {
+			return false, err
+		}
+		if isBlock, rdev, err = inspectDevice(o.Device); err != nil {
+			return false, err
+		}
+	}
 	if !isBlock {
 		return false, errorf(codes.InvalidArgument, nil, "%s is not a block device", o.Device)
 	}

@@ -68,6 +68,17 @@ func (m *Mounter) Stage(ctx context.Context, o StageOptions) error {
 	if err != nil {
 		return err
 	}
+	if o.Encryption != nil {
+		if !isBlock {
+			return errorf(codes.InvalidArgument, nil, "encryption needs a block device, not %s", o.Device)
+		}
+		if o.Device, err = m.OpenEncrypted(ctx, o.Device, *o.Encryption, o.ReadOnly); err != nil {
+			return err
+		}
+		if isBlock, rdev, err = inspectDevice(o.Device); err != nil {
+			return err
+		}
+	}
 	if err := ctx.Err(); err != nil {
 		return ctxError(err, "stage %s", o.Target)
 	}

@@ -115,6 +115,9 @@ func (m *Mounter) Unstage(ctx context.Context, target string, opts UnmountOption
 	defer m.lock(target)()
 	pfd, err := openPath("staging target", filepath.Dir(target), false)
 	if errors.Is(err, unix.ENOENT) {
+		if opts.Encryption != nil {
+			return m.CloseEncrypted(ctx, opts.Encryption.VolumeID)
+		}
 		return nil
 	}
 	if err != nil {
@@ -125,6 +128,9 @@ func (m *Mounter) Unstage(ctx context.Context, target string, opts UnmountOption
 		return err
 	}
 	m.forget(target)
+	if opts.Encryption != nil {
+		return m.CloseEncrypted(ctx, opts.Encryption.VolumeID)
+	}
 	return nil
 }
 
