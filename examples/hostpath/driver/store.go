@@ -106,8 +106,9 @@ func openStore(j *journal.File) (*store, error) {
 	s.snapshots = newRecords[snapshot](s.kvSnapshots)
 	s.groups = newRecords[group](s.kvGroups)
 	// Every record must decode: a corrupt one fails the start, not a
-	// later read.
-	for _, check := range []func() error{s.volumes.check, s.snapshots.check, s.groups.check} {
+	// later read. The volumes are checked by the driver's start, in the
+	// one pass over them it makes anyway (startVolumes).
+	for _, check := range []func() error{s.snapshots.check, s.groups.check} {
 		if err := check(); err != nil {
 			return nil, err
 		}
@@ -267,9 +268,6 @@ func (s *store) snapshotIn(ctx context.Context, id string) (snapshot, bool) {
 func (s *store) group(id string) (group, bool) {
 	return s.groups.get(context.Background(), id)
 }
-
-// sortedVolumes returns copies of all durable volumes, sorted by ID.
-func (s *store) sortedVolumes() []volume { return s.volumes.all() }
 
 // sortedSnapshots returns copies of all durable snapshots, sorted by ID.
 func (s *store) sortedSnapshots() []snapshot { return s.snapshots.all() }
