@@ -235,3 +235,50 @@ func ExampleKind_NameKey() {
 	// {"snapshot name" "snap-pvc-1"}
 	// {"snapshot" "snap-1"}
 }
+
+// A running total kept by Watch makes a capacity check O(1) however many
+// records the space holds; ForEachAfter pages through it from a token.
+func ExampleKV_Watch() {
+	dir, err := os.MkdirTemp("", "csikit-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	j, err := journal.OpenFile(filepath.Join(dir, "journal.db"), journal.FileOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer j.Close()
+	sizes, err := j.KV("sizes")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, id := range []string{"a", "b", "c"} {
+		if err := sizes.Put(ctx, id, []byte("1")); err != nil {
+			log.Fatal(err)
+		}
+	}
+	var total int // guarded by the journal: fn runs with it locked
+	sizes.Watch(func(_ string, old, new []byte) {
+		total += len(new) - len(old) // one byte per unit, for the example
+	})
+	if err := sizes.Put(ctx, "d", []byte("11")); err != nil {
+		log.Fatal(err)
+	}
+	if err := sizes.Delete(ctx, "a"); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("total:", total)
+	err = sizes.ForEachAfter("b", func(key string, _ []byte) error {
+		fmt.Println("after b:", key)
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// total: 4
+	// after b: c
+	// after b: d
+}

@@ -147,6 +147,29 @@ func (kv *KV) ForEach(fn func(key string, value []byte) error) error {
 	return kv.j.db.View(func(r kvlog.Reader) error { return r.ForEach(kv.bucket, fn) })
 }
 
+// ForEachAfter is ForEach over the keys after after ("" for all): a page
+// of a long listing costs the keys it visits, not the whole space.
+func (kv *KV) ForEachAfter(after string, fn func(key string, value []byte) error) error {
+	from := after
+	if after != "" {
+		from = after + "\x00" // the first key after it
+	}
+	return kv.j.db.View(func(r kvlog.Reader) error { return r.ForEachFrom(kv.bucket, from, fn) })
+}
+
+// Watch keeps a derived figure (a running total, a count) in step with
+// the space without walking it: it calls fn(key, nil, value) for every key
+// now, then fn(key, old, new) for every durable change, in commit order
+// (old is nil for a new key, new nil for a delete). A call's deferred
+// writes are seen when they are durable, never before. fn runs with the
+// journal locked — what it has seen always matches what Get and ForEach
+// return at that moment — so it must be quick, must not keep or modify
+// the slices, and must not call the journal. Restarting the driver
+// rebuilds the figure from the durable values; there is no unwatching.
+func (kv *KV) Watch(fn func(key string, old, new []byte)) {
+	kv.j.db.Watch(kv.bucket, fn)
+}
+
 func checkKey(key string) error {
 	if key == "" || len(key) > MaxKeyLen {
 		return status.Errorf(codes.InvalidArgument, "journal: KV key of %d bytes: want 1-%d", len(key), MaxKeyLen)

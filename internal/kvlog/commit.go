@@ -254,16 +254,32 @@ func (db *DB) append(merged map[string]map[string]*[]byte, size int) error {
 
 	db.mu.Lock()
 	for b, m := range merged {
-		dst := db.state[b]
+		dst, x := db.state[b], db.index[b]
 		if dst == nil {
-			dst = map[string][]byte{}
-			db.state[b] = dst
+			dst, x = map[string][]byte{}, &index{}
+			db.state[b], db.index[b] = dst, x
 		}
+		watches := db.watches[b]
 		for k, v := range m {
+			old, had := dst[k]
 			if v == nil {
+				if !had {
+					continue
+				}
 				delete(dst, k)
+				x.remove(k)
 			} else {
 				dst[k] = *v
+				if !had {
+					x.insert(k)
+				}
+			}
+			for _, fn := range watches {
+				if v == nil {
+					fn(k, old, nil)
+				} else {
+					fn(k, old, *v)
+				}
 			}
 		}
 	}

@@ -117,6 +117,13 @@ func (db *DB) load() error {
 		}
 	}
 	db.live = liveSize(db.state)
+	for b, m := range db.state {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		db.index[b] = newIndex(keys)
+	}
 	return nil
 }
 

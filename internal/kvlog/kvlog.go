@@ -127,9 +127,11 @@ type DB struct {
 	path string
 	opts Options
 
-	mu    sync.RWMutex // guards state and live
-	state map[string]map[string][]byte
-	live  int64 // encoded size of the live data, for compaction
+	mu      sync.RWMutex // guards state, index, watches and live
+	state   map[string]map[string][]byte
+	index   map[string]*index // each bucket's keys in order
+	watches map[string][]func(key string, old, new []byte)
+	live    int64 // encoded size of the live data, for compaction
 
 	gmu     sync.Mutex // guards the fields below
 	queue   []*write
@@ -173,7 +175,7 @@ func Open(path string, o Options) (*DB, error) {
 	if o.RetryAfter <= 0 {
 		o.RetryAfter = time.Second
 	}
-	db := &DB{path: path, opts: o, state: map[string]map[string][]byte{}}
+	db := &DB{path: path, opts: o, state: map[string]map[string][]byte{}, index: map[string]*index{}}
 	db.idle = sync.NewCond(&db.gmu)
 
 	f, err := openLocked(path, o)

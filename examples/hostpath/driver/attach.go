@@ -53,11 +53,11 @@ func (d *Driver) ControllerPublishVolume(ctx context.Context, r *csi.ControllerP
 
 func (d *Driver) attachedCount() int64 {
 	var n int64
-	for _, v := range d.store.sortedVolumes() {
+	_ = d.store.volumes.each(func(_ string, v *volume) { // every record decoded at the start
 		if v.AttachedTo != "" {
 			n++
 		}
-	}
+	})
 	return n
 }
 

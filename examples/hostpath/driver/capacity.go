@@ -4,9 +4,11 @@ package driver
 
 import (
 	"context"
+	"encoding/json"
 	"maps"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
@@ -17,11 +19,13 @@ import (
 // capacity, every durable snapshot the bytes its data takes on disk
 // (snapshot.DiskBytes), plus the reservations of writes not yet durable.
 //
-// It keeps no running total of its own: the charges are read from the
-// store's durable records at each check, so they follow what the disk
-// holds — a create whose journal commit failed after the driver answered
-// is not counted once its reservation is gone, a delete whose release
-// failed still is — and nothing needs rebuilding after a restart.
+// The durable part is a running total fed by the journal (journal.KV.Watch):
+// every record's charge is added when its write is durable and taken off
+// when its delete is, so it follows what the disk holds — a create whose
+// journal commit failed after the driver answered is not counted once its
+// reservation is gone, a delete whose release failed still is — a check
+// costs the same at any number of records, and a restart rebuilds the
+// total from the records.
 //
 // A create or expansion reserves the total its object will be charged
 // before it touches the backend — the check and the reservation are one
@@ -34,9 +38,9 @@ import (
 // reservation. A restart drops the reservations of calls that never
 // answered; their retries reserve again.
 type ledger struct {
-	// durable sums the charges of every durable record; charge returns
-	// one key's (0 when there is none).
-	durable func() int64
+	// durable is the charges of every durable record, kept by the
+	// journal's watch; charge returns one key's (0 when there is none).
+	durable atomic.Int64
 	charge  func(key string) int64
 
 	mu       sync.Mutex
@@ -47,13 +51,7 @@ type ledger struct {
 func snapshotKey(id string) string { return "snapshot/" + id }
 
 func newLedger(st *store) *ledger {
-	return &ledger{
-		durable: func() int64 {
-			// A record that does not decode failed the start already.
-			v, _ := st.volumes.sum(func(v *volume) int64 { return v.Capacity })
-			x, _ := st.snapshots.sum(func(x *snapshot) int64 { return x.DiskBytes })
-			return v + x
-		},
+	l := &ledger{
 		charge: func(key string) int64 {
 			if id, ok := strings.CutPrefix(key, "snapshot/"); ok {
 				x, _ := st.snapshot(id)
@@ -64,6 +62,24 @@ func newLedger(st *store) *ledger {
 		},
 		reserved: map[string]int64{},
 	}
+	// A record that does not decode failed the start already; one written
+	// since that does not charges nothing.
+	var c struct {
+		Capacity  int64 `json:"capacity"`
+		DiskBytes int64 `json:"diskBytes"`
+	}
+	chargeOf := func(raw []byte) int64 {
+		if raw == nil {
+			return 0
+		}
+		c.Capacity, c.DiskBytes = 0, 0
+		_ = json.Unmarshal(raw, &c) // the watch runs one change at a time
+		return c.Capacity + c.DiskBytes
+	}
+	watch := func(_ string, old, new []byte) { l.durable.Add(chargeOf(new) - chargeOf(old)) }
+	st.kvVolumes.Watch(watch)
+	st.kvSnapshots.Watch(watch)
+	return l
 }
 
 // account returns the bytes charged (durable records and reservations
@@ -71,8 +87,9 @@ func newLedger(st *store) *ledger {
 // reservations durable records now cover. Called with l.mu held.
 //
 // Records become durable outside the ledger's lock (at the journal's
-// commit), so the sum and the reserved keys' charges are read as one
-// consistent view: the charges before and after the sum must agree, else
+// commit, which updates the total with the records under the journal's
+// lock), so the total and the reserved keys' charges are read as one
+// consistent view: the charges before and after the total must agree, else
 // a record that became durable in between would be counted in neither
 // (its charge covering the reservation, its bytes missing from the sum)
 // and a concurrent create could pass the limit. Records change rarely;
@@ -89,7 +106,7 @@ func (l *ledger) account() (used, inflight int64) {
 	var before map[string]int64
 	for try := 0; ; try++ {
 		before = charges()
-		used = l.durable()
+		used = l.durable.Load()
 		if try == 8 || maps.Equal(before, charges()) {
 			break
 		}

@@ -270,22 +270,22 @@ func (d *Driver) ListVolumes(ctx context.Context, r *csi.ListVolumesRequest) (*c
 	if err != nil {
 		return nil, err
 	}
-	all := d.store.sortedVolumes()
 	resp := &csi.ListVolumesResponse{}
-	for i := range all {
-		v := &all[i]
-		if v.ID <= after && after != "" {
-			continue
-		}
-		if r.GetMaxEntries() > 0 && len(resp.Entries) == int(r.GetMaxEntries()) {
+	limit := int(r.GetMaxEntries())
+	err = d.store.volumes.eachAfter(after, func(_ string, v *volume) bool {
+		if limit > 0 && len(resp.Entries) == limit {
 			resp.NextToken = encodeToken(resp.Entries[len(resp.Entries)-1].GetVolume().GetVolumeId())
-			break
+			return false
 		}
 		e := &csi.ListVolumesResponse_Entry{Volume: d.csiVolume(v, nil), Status: &csi.ListVolumesResponse_VolumeStatus{}}
 		if v.AttachedTo != "" {
 			e.Status.PublishedNodeIds = []string{v.AttachedTo}
 		}
 		resp.Entries = append(resp.Entries, e)
+		return true
+	})
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "list volumes: %v", err)
 	}
 	return resp, nil
 }

@@ -177,16 +177,13 @@ func (d *Driver) detachIfAttached(ctx context.Context, v *volume) error {
 // reattach runs at start: block and filesystem volumes that were staged
 // before a restart get their loop devices back (reusing any still
 // attached), so they keep working.
-func (d *Driver) reattach(ctx context.Context) {
-	for _, v := range d.store.sortedVolumes() {
-		if v.Kind == kindDir {
-			continue // directory volumes need nothing re-attached
-		}
-		if _, err := os.Stat(d.stagedMarker(v.ID)); err != nil {
+func (d *Driver) reattach(ctx context.Context, ids []string) {
+	for _, id := range ids {
+		if _, err := os.Stat(d.stagedMarker(id)); err != nil {
 			continue
 		}
-		if _, err := block.AttachLoop(ctx, d.volumeImage(v.ID), block.LoopOptions{}); err != nil {
-			d.log.Warn("could not re-attach loop device", "volume", v.ID, "error", err)
+		if _, err := block.AttachLoop(ctx, d.volumeImage(id), block.LoopOptions{}); err != nil {
+			d.log.Warn("could not re-attach loop device", "volume", id, "error", err)
 		}
 	}
 }

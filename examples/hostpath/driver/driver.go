@@ -33,6 +33,7 @@ import (
 
 	"github.com/csikit/csikit/journal"
 	"github.com/csikit/csikit/mount"
+	"github.com/csikit/csikit/quota"
 )
 
 // TopologyKey is the topology segment key of the node a volume lives on.
@@ -133,12 +134,34 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 		opts: opts, log: opts.Logger, store: st, journal: j,
 		mounter:  mount.New(mount.Options{Logger: opts.Logger}),
 		ledger:   newLedger(st),
-		projects: newProjects(st.sortedVolumes()),
+		projects: newProjects(),
+	}
+	images, err := d.startVolumes()
+	if err != nil {
+		j.Close()
+		return nil, err
 	}
 	d.checkQuotas(ctx)
 	d.measureSnapshots(ctx)
-	d.reattach(ctx)
+	d.reattach(ctx, images)
 	return d, nil
+}
+
+// startVolumes is the start's one pass over the volumes: every record
+// must decode, the projects in use are noted, and the volumes with a
+// backing image are returned (to re-attach those staged). It holds no
+// copy of the records: at 100,000 volumes a slice of them was tens of
+// megabytes the process kept as RSS after the start.
+func (d *Driver) startVolumes() (images []string, err error) {
+	err = d.store.volumes.each(func(id string, v *volume) {
+		if v.ProjectID != 0 {
+			d.projects.taken[quota.ProjectID(v.ProjectID)] = v.ID
+		}
+		if v.Kind != kindDir {
+			images = append(images, id)
+		}
+	})
+	return images, err
 }
 
 // step calls Options.Step, if set.

@@ -32,14 +32,8 @@ type projects struct {
 	taken map[quota.ProjectID]string // project → volume ID
 }
 
-func newProjects(vols []volume) *projects {
-	p := &projects{taken: map[quota.ProjectID]string{}}
-	for _, v := range vols {
-		if v.ProjectID != 0 {
-			p.taken[quota.ProjectID(v.ProjectID)] = v.ID
-		}
-	}
-	return p
+func newProjects() *projects {
+	return &projects{taken: map[quota.ProjectID]string{}}
 }
 
 // allocate returns a free project ID for volume id; fsPath is any path on

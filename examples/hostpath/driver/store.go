@@ -3,14 +3,12 @@
 package driver
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/csikit/csikit/journal"
@@ -73,8 +71,8 @@ type snapshot struct {
 // a volume the disk does not, and the CO's retry would succeed from memory
 // without redoing the write. So nothing is published before it is durable:
 // the KV's own view (which changes only once a write reached the disk) is
-// the truth, and the store keeps only decoded copies of it, checked
-// against the durable bytes at every read. The one exception is a call's
+// the truth, and the store decodes from it at every read. The one
+// exception is a call's
 // own writes, which it reads back through the *In methods with its ctx.
 type store struct {
 	kvVolumes, kvSnapshots, kvGroups *journal.KV
@@ -104,16 +102,13 @@ func openStore(j *journal.File) (*store, error) {
 	if s.kvGroups, err = j.KV("hostpath/groups"); err != nil {
 		return nil, err
 	}
-	s.volumes = newRecords(s.kvVolumes, (*volume).clone)
-	s.snapshots = newRecords(s.kvSnapshots, func(x *snapshot) snapshot { return *x })
-	s.groups = newRecords(s.kvGroups, func(g *group) group {
-		c := *g
-		c.SnapshotIDs = slices.Clone(g.SnapshotIDs)
-		return c
-	})
+	s.volumes = newRecords[volume](s.kvVolumes)
+	s.snapshots = newRecords[snapshot](s.kvSnapshots)
+	s.groups = newRecords[group](s.kvGroups)
 	// Every record must decode: a corrupt one fails the start, not a
-	// later read.
-	for _, check := range []func() error{s.volumes.check, s.snapshots.check, s.groups.check} {
+	// later read. The volumes are checked by the driver's start, in the
+	// one pass over them it makes anyway (startVolumes).
+	for _, check := range []func() error{s.snapshots.check, s.groups.check} {
 		if err := check(); err != nil {
 			return nil, err
 		}
@@ -129,39 +124,24 @@ func (v *volume) clone() volume {
 	return c
 }
 
-// records is one KV space of JSON records, read through a cache of
-// decoded copies keyed by the durable bytes they were decoded from.
+// records is one KV space of JSON records, decoded at each read: a
+// cache of decoded copies held every record twice more in memory (its
+// bytes and its decoded form) for a decode of a few microseconds.
 type records[T any] struct {
-	kv    *journal.KV
-	clone func(*T) T
-
-	mu    sync.Mutex
-	cache map[string]cached[T]
+	kv *journal.KV
 }
 
-type cached[T any] struct {
-	raw []byte
-	val *T
+func newRecords[T any](kv *journal.KV) *records[T] {
+	return &records[T]{kv: kv}
 }
 
-func newRecords[T any](kv *journal.KV, clone func(*T) T) *records[T] {
-	return &records[T]{kv: kv, clone: clone, cache: map[string]cached[T]{}}
-}
-
-// decode returns a copy of the record stored as raw under key, decoding
-// only when the cache holds other bytes for key. raw is not retained.
+// decode returns the record stored as raw under key. raw is not retained.
 func (r *records[T]) decode(key string, raw []byte) (T, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if c, ok := r.cache[key]; ok && bytes.Equal(c.raw, raw) {
-		return r.clone(c.val), nil
+	var x T
+	if err := json.Unmarshal(raw, &x); err != nil {
+		return x, fmt.Errorf("hostpath: load %s record %q: %w", r.kv, key, err)
 	}
-	x := new(T)
-	if err := json.Unmarshal(raw, x); err != nil {
-		return *new(T), fmt.Errorf("hostpath: load %s record %q: %w", r.kv, key, err)
-	}
-	r.cache[key] = cached[T]{raw: bytes.Clone(raw), val: x}
-	return r.clone(x), nil
+	return x, nil
 }
 
 // get returns the record under id as ctx sees it: the durable one, or the
@@ -169,63 +149,36 @@ func (r *records[T]) decode(key string, raw []byte) (T, error) {
 func (r *records[T]) get(ctx context.Context, id string) (T, bool) {
 	raw, ok, err := r.kv.Get(context.WithoutCancel(ctx), id)
 	if err != nil || !ok {
-		if err == nil {
-			r.mu.Lock()
-			delete(r.cache, id)
-			r.mu.Unlock()
-		}
 		return *new(T), false
 	}
 	x, err := r.decode(id, raw)
 	return x, err == nil
 }
 
-// each calls fn with every durable record in ID order, and drops cached
-// copies of records that are gone. fn must not use the store's KV spaces.
+// each calls fn with every durable record in ID order. fn must not use
+// the store's KV spaces.
 func (r *records[T]) each(fn func(id string, x *T)) error {
-	seen := make(map[string]struct{})
-	err := r.kv.ForEach(func(k string, v []byte) error {
+	return r.eachAfter("", func(id string, x *T) bool { fn(id, x); return true })
+}
+
+// eachAfter calls fn with the durable records of IDs after after ("" for
+// all) in ID order, until fn returns false. It costs the records visited.
+func (r *records[T]) eachAfter(after string, fn func(id string, x *T) bool) error {
+	errStop := errors.New("stop")
+	err := r.kv.ForEachAfter(after, func(k string, v []byte) error {
 		x, err := r.decode(k, v)
 		if err != nil {
 			return err
 		}
-		seen[k] = struct{}{}
-		fn(k, &x)
+		if !fn(k, &x) {
+			return errStop
+		}
 		return nil
 	})
-	if err != nil {
-		return err
+	if err == errStop {
+		err = nil
 	}
-	r.mu.Lock()
-	for k := range r.cache {
-		if _, ok := seen[k]; !ok {
-			delete(r.cache, k)
-		}
-	}
-	r.mu.Unlock()
-	return nil
-}
-
-// sum adds up charge over every durable record, without copying them
-// (charge must not keep or change its argument).
-func (r *records[T]) sum(charge func(*T) int64) (int64, error) {
-	var total int64
-	err := r.kv.ForEach(func(k string, v []byte) error {
-		r.mu.Lock()
-		c, ok := r.cache[k]
-		r.mu.Unlock()
-		if !ok || !bytes.Equal(c.raw, v) {
-			if _, err := r.decode(k, v); err != nil {
-				return err
-			}
-			r.mu.Lock()
-			c = r.cache[k]
-			r.mu.Unlock()
-		}
-		total += charge(c.val)
-		return nil
-	})
-	return total, err
+	return err
 }
 
 func (r *records[T]) check() error { return r.each(func(string, *T) {}) }
@@ -315,9 +268,6 @@ func (s *store) snapshotIn(ctx context.Context, id string) (snapshot, bool) {
 func (s *store) group(id string) (group, bool) {
 	return s.groups.get(context.Background(), id)
 }
-
-// sortedVolumes returns copies of all durable volumes, sorted by ID.
-func (s *store) sortedVolumes() []volume { return s.volumes.all() }
 
 // sortedSnapshots returns copies of all durable snapshots, sorted by ID.
 func (s *store) sortedSnapshots() []snapshot { return s.snapshots.all() }
