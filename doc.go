@@ -27,7 +27,8 @@
 // CapacityRange into a size, topology selects accessible topology, the k8s
 // packages (k8s/registration, k8s/keys, k8s/csidriver) speak Kubernetes'
 // conventions, csitest serves a driver in-process or runs its binary for its tests
-// (csitest/vmtest runs the tests that need a stock kernel in a VM), and
+// (csitest/vmtest runs the tests that need a stock kernel in a VM, and the
+// command csitest/vmtest/vmrun runs any commands there), and
 // sanity is the conformance harness (sanity/kube, a module of its own, runs
 // it against a real control plane); the command cmd/csikit calls, checks
 // and runs the harness against a driver in any language by its endpoint.
