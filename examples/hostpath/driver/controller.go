@@ -118,6 +118,16 @@ func volumeKind(caps []*csi.VolumeCapability, params map[string]string) (kind, s
 			}
 		}
 	}
+	switch params[ParamEncrypted] {
+	case "", "false":
+	case "true":
+		if !block && (params[ParamKind] == string(kindDir) || fsType == "") {
+			return "", "", status.Errorf(codes.InvalidArgument,
+				"%s: \"true\" needs a filesystem (fsType ext4 or xfs) or block volume: a directory volume cannot be encrypted", ParamEncrypted)
+		}
+	default:
+		return "", "", status.Errorf(codes.InvalidArgument, "%s: %q, want \"true\" or \"false\"", ParamEncrypted, params[ParamEncrypted])
+	}
 	switch {
 	case block:
 		return kindBlock, "", nil
