@@ -363,7 +363,7 @@ func (d *Driver) ControllerExpandVolume(ctx context.Context, r *csi.ControllerEx
 		return nil, err
 	}
 	if v.Kind != kindDir {
-		if err := os.Truncate(d.volumeImage(v.ID), size); err != nil {
+		if err := os.Truncate(d.volumeImage(v.ID), v.imageSize(size)); err != nil {
 			d.ledger.cancel(v.ID)
 			return nil, status.Errorf(codes.Internal, "grow backing file: %v", err)
 		}

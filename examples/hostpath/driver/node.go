@@ -485,6 +485,16 @@ func (d *Driver) NodeExpandVolume(ctx context.Context, r *csi.NodeExpandVolumeRe
 // encrypted reports whether the volume was created with encrypted: "true".
 func (v *volume) encrypted() bool { return v.Params[ParamEncrypted] == "true" && v.Kind != kindDir }
 
+// imageSize is the size of the backing file of a volume of capacity
+// bytes: an encrypted volume's has room for its LUKS2 header on top, so
+// the pod gets the whole capacity.
+func (v *volume) imageSize(capacity int64) int64 {
+	if v.encrypted() {
+		return capacity + crypt.HeaderBytes
+	}
+	return capacity
+}
+
 // encryption is the mount option of an encrypted volume, its key from the
 // call's secrets (crypt.SecretKey); nil for a plain volume.
 func encryption(v *volume, secrets map[string]string) *mount.Encryption {
