@@ -52,6 +52,12 @@
 //     (statx STATX_ATTR_MOUNT_ROOT, then openat2 RESOLVE_NO_XDEV) and reads
 //     /proc/self/mountinfo only on kernels too old for either.
 //
+// An encrypted raw block volume is published the same way: its stage opens
+// the dm-crypt mapping (mount.Mounter.OpenEncrypted, package crypt) and
+// MountBlock binds the mapping's node (/dev/mapper/<crypt.MappingName>),
+// never the ciphertext device; unstage closes it (CloseEncrypted) and
+// expansion grows it (ResizeEncrypted).
+//
 // Everything except the error type is Linux-only; on other systems the
 // functions exist and return codes.Unimplemented, so code using the package
 // still builds.

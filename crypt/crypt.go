@@ -23,6 +23,13 @@ import (
 // MapperDir is where device-mapper puts the nodes of named mappings.
 const MapperDir = "/dev/mapper"
 
+// HeaderBytes is what the LUKS2 header Format writes takes at the start
+// of the device (two 16 KiB metadata copies and 4064 KiB of key slots,
+// room for 15 argon2id slots): a mapping is this much smaller than its
+// device. A driver that promises a capacity makes the device that much
+// bigger. (cryptsetup's default is 16 MiB.)
+const HeaderBytes = 4 << 20
+
 // mappingPrefix starts every mapping name MappingName makes.
 const mappingPrefix = "csikit-"
 
@@ -240,7 +247,8 @@ func (c *Crypt) Format(ctx context.Context, device string, key []byte) (formatte
 		return false, err
 	}
 	args := append([]string{"luksFormat", "--batch-mode", "--type", "luks2",
-		"--cipher", "aes-xts-plain64", "--key-size", "512"}, kdf...)
+		"--cipher", "aes-xts-plain64", "--key-size", "512",
+		"--luks2-metadata-size", "16k", "--luks2-keyslots-size", "4064k"}, kdf...)
 	args = append(args, "--key-file=-", device)
 	c.log.InfoContext(ctx, "formatting LUKS2", "device", device, "pbkdf", kdf)
 	if _, err := c.run(ctx, key, args...); err != nil {

@@ -32,6 +32,13 @@
 //     codes.FailedPrecondition: an unstaged volume would expose the node's
 //     disk. Drivers publishing plain directories of their own say so with
 //     PublishOptions.AllowUnmountedSource.
+//   - StageOptions.Encryption stages an encrypted volume (package crypt):
+//     the device is formatted with LUKS2 only when blank, opened as a
+//     dm-crypt mapping named after the volume, and the file system lives
+//     on the mapping; UnmountOptions.Encryption closes it after the
+//     unmount, ResizeOptions.Encryption grows it before the file system.
+//     Raw block volumes use OpenEncrypted and CloseEncrypted. A wrong key
+//     is codes.InvalidArgument with the device untouched.
 //   - A device is formatted only when blkid finds nothing on it. A device
 //     holding another file system, a partition table, or a blank device
 //     staged read-only, is refused with codes.FailedPrecondition. An existing

@@ -54,9 +54,11 @@ func (m *Mounter) CheckEncrypted(ctx context.Context, volumeID, device string) e
 	return m.crypt.Check(ctx, crypt.MappingName(volumeID), device)
 }
 
-// resizeEncrypted grows the mapping of e to its device's size and returns
-// the mapping's device node.
-func (m *Mounter) resizeEncrypted(ctx context.Context, e Encryption) (string, error) {
+// ResizeEncrypted grows the open mapping of e to its device's size (after
+// the device grew) and returns the mapping's device node: the step before
+// a file system's Resize (ResizeOptions.Encryption does both), or all a
+// raw block volume needs. LUKS2 needs the key for it.
+func (m *Mounter) ResizeEncrypted(ctx context.Context, e Encryption) (string, error) {
 	if e.VolumeID == "" || e.Key == nil {
 		return "", errorf(codes.InvalidArgument, nil, "expansion of an encrypted volume needs its volume ID and key")
 	}

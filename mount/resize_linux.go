@@ -29,7 +29,7 @@ func (m *Mounter) Resize(ctx context.Context, o ResizeOptions) (bool, error) {
 		return false, err
 	}
 	if isBlock && o.Encryption != nil {
-		if o.Device, err = m.resizeEncrypted(ctx, *o.Encryption); err != nil {
+		if o.Device, err = m.ResizeEncrypted(ctx, *o.Encryption); err != nil {
 			return false, err
 		}
 		if isBlock, rdev, err = inspectDevice(o.Device); err != nil {

@@ -61,6 +61,10 @@ const (
 	// volumes (ranges valid, sorted, inside the volume; starting_offset and
 	// max_results honoured; writes show up at their offsets).
 	SnapshotMetadata
+	// Encryption: data written through a volume is not in the backend's
+	// raw data in plaintext; a wrong passphrase is refused and changes
+	// nothing (runs only with Config.Encryption).
+	Encryption
 
 	// AllAreas is every area.
 	AllAreas Area = 1<<iota - 1
@@ -105,6 +109,10 @@ type Config struct {
 	// look for, also in their escaped forms. Drivers that need real
 	// credentials set them here (and may add DefaultSecrets' entries).
 	Secrets map[string]string
+	// Encryption turns on the Encryption area for a driver whose volumes
+	// (with Parameters and Secrets) are encrypted at rest; nil leaves it
+	// out.
+	Encryption *EncryptionConfig
 	// UnsupportedAccessModes are access modes the driver does not serve;
 	// CreateVolume with them must fail with InvalidArgument. The
 	// single-node-multi-writer modes are added automatically when the

@@ -12,8 +12,8 @@ import (
 // Run tests target against the CSI spec as configured by cfg, as plain
 // subtests of t: Identity once, then, for each access type of
 // cfg.AccessType, the Controller, Snapshots, Expansion, Modify, Node,
-// GroupController, SnapshotMetadata, DataPath, Pagination, Concurrency and Restart areas,
-// then SecretLogs and Hygiene over the whole run. With
+// GroupController, SnapshotMetadata, DataPath, Pagination, Concurrency and Restart areas
+// (and Encryption, with Config.Encryption), then SecretLogs and Hygiene over the whole run. With
 // Config.BackendObjects set, every case (and group) also fails that leaves
 // an object in the driver's backend. Run returns when every
 // case has finished and the in-process driver, if any, has stopped; it
@@ -94,6 +94,9 @@ func Run(t *testing.T, target Target, cfg Config) {
 			area(Pagination, "Pagination", paginationCases)
 			area(Concurrency, "Concurrency", concurrencyCases)
 			area(Restart, "Restart", restartCases)
+			if cfg.Encryption != nil {
+				area(Encryption, "Encryption", encryptionCases)
+			}
 		})
 	}
 	area(SecretLogs, "SecretLogs", secretLogCases, s)

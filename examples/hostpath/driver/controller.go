@@ -118,6 +118,16 @@ func volumeKind(caps []*csi.VolumeCapability, params map[string]string) (kind, s
 			}
 		}
 	}
+	switch params[ParamEncrypted] {
+	case "", "false":
+	case "true":
+		if !block && (params[ParamKind] == string(kindDir) || fsType == "") {
+			return "", "", status.Errorf(codes.InvalidArgument,
+				"%s: \"true\" needs a filesystem (fsType ext4 or xfs) or block volume: a directory volume cannot be encrypted", ParamEncrypted)
+		}
+	default:
+		return "", "", status.Errorf(codes.InvalidArgument, "%s: %q, want \"true\" or \"false\"", ParamEncrypted, params[ParamEncrypted])
+	}
 	switch {
 	case block:
 		return kindBlock, "", nil
@@ -353,7 +363,7 @@ func (d *Driver) ControllerExpandVolume(ctx context.Context, r *csi.ControllerEx
 		return nil, err
 	}
 	if v.Kind != kindDir {
-		if err := os.Truncate(d.volumeImage(v.ID), size); err != nil {
+		if err := os.Truncate(d.volumeImage(v.ID), v.imageSize(size)); err != nil {
 			d.ledger.cancel(v.ID)
 			return nil, status.Errorf(codes.Internal, "grow backing file: %v", err)
 		}

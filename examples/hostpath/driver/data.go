@@ -70,7 +70,7 @@ func (d *Driver) createData(ctx context.Context, v *volume, src *csi.VolumeConte
 		} else if err := createSparse(img); err != nil {
 			return err
 		}
-		if err := os.Truncate(img, v.Capacity); err != nil {
+		if err := os.Truncate(img, v.imageSize(v.Capacity)); err != nil {
 			return status.Errorf(codes.Internal, "size backing file: %v", err)
 		}
 		return nil

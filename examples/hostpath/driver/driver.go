@@ -31,6 +31,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/csikit/csikit/crypt"
 	"github.com/csikit/csikit/journal"
 	"github.com/csikit/csikit/mount"
 	"github.com/csikit/csikit/quota"
@@ -47,6 +48,11 @@ const (
 	ParamFSType = "fsType"
 	// ParamKind may force "directory" for mount volumes.
 	ParamKind = "kind"
+	// ParamEncrypted "true" encrypts a filesystem or block volume at rest
+	// with LUKS2 (package crypt). The passphrase comes from the
+	// node-stage secret's crypt.SecretKey ("encryptionPassphrase"), and
+	// for expansion from the node-expand secret's.
+	ParamEncrypted = "encrypted"
 )
 
 // Options configure the driver.
@@ -71,6 +77,9 @@ type Options struct {
 	MutableParameters []string
 	// Logger receives the driver's own lines; nil discards.
 	Logger *slog.Logger
+	// EncryptionPBKDF is the key derivation of encrypted volumes' key
+	// slots (default: crypt's argon2id cost).
+	EncryptionPBKDF crypt.PBKDF
 	// Step, when set, is called at each step of the create-like calls
 	// (CreateVolume, CreateSnapshot, CreateVolumeGroupSnapshot) and of
 	// the delete calls with the step's name, such as "volume:data-made"
@@ -132,7 +141,7 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 	}
 	d := &Driver{
 		opts: opts, log: opts.Logger, store: st, journal: j,
-		mounter:  mount.New(mount.Options{Logger: opts.Logger}),
+		mounter:  newMounter(opts),
 		ledger:   newLedger(st),
 		projects: newProjects(),
 	}
@@ -207,4 +216,11 @@ func validID(id string) bool {
 		}
 	}
 	return true
+}
+
+// newMounter is the driver's Mounter, whose Crypt derives keys with
+// opts.EncryptionPBKDF.
+func newMounter(opts Options) *mount.Mounter {
+	c := crypt.New(crypt.Options{Prober: mount.New(mount.Options{Logger: opts.Logger}), PBKDF: opts.EncryptionPBKDF, Logger: opts.Logger})
+	return mount.New(mount.Options{Logger: opts.Logger, Crypt: c})
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/block"
 	"github.com/csikit/csikit/health"
@@ -31,6 +32,9 @@ const (
 	// ReasonLoopDeviceGone (INACCESSIBLE): the volume is staged on this
 	// node but no loop device serves its backing file any more.
 	ReasonLoopDeviceGone = "LoopDeviceGone"
+	// ReasonMappingGone (INACCESSIBLE): an encrypted volume is staged on
+	// this node but its dm-crypt mapping is closed or maps another device.
+	ReasonMappingGone = "EncryptionMappingGone"
 )
 
 type healthEntry = csi.VolumeHealth_VolumeHealthEntry
@@ -49,9 +53,16 @@ func (d *Driver) backendHealth(ctx context.Context, id string) ([]*healthEntry, 
 	img := d.volumeImage(v.ID)
 	out := imageHealth(img, v.Capacity)
 	if _, err := os.Stat(d.stagedMarker(v.ID)); err == nil {
-		if _, ok, err := block.FindLoop(ctx, img); err == nil && !ok {
+		dev, ok, err := block.FindLoop(ctx, img)
+		if err == nil && !ok {
 			out = append(out, health.Inaccessible(ReasonLoopDeviceGone,
 				fmt.Sprintf("volume %s is staged on this node but no loop device serves its backing file", v.ID)))
+		}
+		if err == nil && ok && v.encrypted() {
+			if err := d.mounter.CheckEncrypted(ctx, v.ID, dev); err != nil {
+				out = append(out, health.Inaccessible(ReasonMappingGone,
+					fmt.Sprintf("volume %s is staged on this node: %v", v.ID, status.Convert(err).Message())))
+			}
 		}
 	}
 	return out, nil

@@ -17,6 +17,7 @@ import (
 	mountutils "k8s.io/mount-utils"
 
 	"github.com/csikit/csikit/block"
+	"github.com/csikit/csikit/crypt"
 	"github.com/csikit/csikit/fstree"
 	"github.com/csikit/csikit/health"
 	"github.com/csikit/csikit/k8s/keys"
@@ -73,13 +74,16 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 		err = d.mounter.Publish(ctx, mount.PublishOptions{Source: d.volumeDir(v.ID), Target: staging, AllowUnmountedSource: true, MountFlags: flags})
 		mounted = err == nil
 	case kindBlock:
-		_, err = d.attach(ctx, &v)
+		var dev string
+		if dev, err = d.attach(ctx, &v); err == nil && v.encrypted() {
+			_, err = d.mounter.OpenEncrypted(ctx, dev, *encryption(&v, r.GetSecrets()), false)
+		}
 	case kindFS:
 		var dev string
 		if dev, err = d.attach(ctx, &v); err == nil {
 			err = d.mounter.Stage(ctx, mount.StageOptions{
 				Device: dev, Target: staging, FSType: v.FSType,
-				MountFlags: stageFlags(v.FSType, flags),
+				MountFlags: stageFlags(v.FSType, flags), Encryption: encryption(&v, r.GetSecrets()),
 			})
 			mounted = err == nil
 		}
@@ -183,6 +187,12 @@ func (d *Driver) undoStage(v *volume, staging string, mounted bool) {
 			return // the loop device is still in use
 		}
 	}
+	if v.encrypted() {
+		if err := d.mounter.CloseEncrypted(ctx, v.ID); err != nil {
+			d.log.Warn("failed stage: could not close the dm-crypt mapping", "volume", v.ID, "error", err)
+			return
+		}
+	}
 	if err := d.detachIfAttached(ctx, v); err != nil {
 		d.log.Warn("failed stage: could not detach the loop device", "volume", v.ID, "error", err)
 	}
@@ -209,7 +219,11 @@ func (d *Driver) NodeUnstageVolume(ctx context.Context, r *csi.NodeUnstageVolume
 		return nil, err
 	}
 	if v.Kind != kindBlock {
-		if err := d.mounter.Unstage(ctx, r.GetStagingTargetPath(), mount.UnmountOptions{}); err != nil {
+		if err := d.mounter.Unstage(ctx, r.GetStagingTargetPath(), mount.UnmountOptions{Encryption: encryption(&v, nil)}); err != nil {
+			return nil, err
+		}
+	} else if v.encrypted() {
+		if err := d.mounter.CloseEncrypted(ctx, v.ID); err != nil {
 			return nil, err
 		}
 	}
@@ -264,6 +278,12 @@ func (d *Driver) publish(ctx context.Context, v *volume, r *csi.NodePublishVolum
 		}
 		if !ok {
 			return status.Errorf(codes.FailedPrecondition, "volume %s is not staged on this node", v.ID)
+		}
+		if v.encrypted() { // publish the mapping, never the ciphertext
+			if err := d.mounter.CheckEncrypted(ctx, v.ID, dev); err != nil {
+				return status.Errorf(codes.FailedPrecondition, "volume %s is not staged on this node: %v", v.ID, err)
+			}
+			dev = filepath.Join(crypt.MapperDir, crypt.MappingName(v.ID))
 		}
 		return block.MountBlock(ctx, block.MountOptions{Device: dev, Target: r.GetTargetPath(), ReadOnly: ro})
 	}
@@ -433,14 +453,41 @@ func (d *Driver) NodeExpandVolume(ctx context.Context, r *csi.NodeExpandVolumeRe
 	if err := block.RefreshLoopSize(ctx, dev); err != nil {
 		return nil, err
 	}
+	enc := encryption(&v, r.GetSecrets())
 	if v.Kind == kindFS {
 		path := r.GetStagingTargetPath()
 		if path == "" {
 			path = r.GetVolumePath()
 		}
-		if _, err := d.mounter.Resize(ctx, mount.ResizeOptions{Device: dev, Path: path}); err != nil {
+		if _, err := d.mounter.Resize(ctx, mount.ResizeOptions{Device: dev, Path: path, Encryption: enc}); err != nil {
+			return nil, err
+		}
+	} else if enc != nil {
+		if _, err := d.mounter.ResizeEncrypted(ctx, *enc); err != nil {
 			return nil, err
 		}
 	}
 	return &csi.NodeExpandVolumeResponse{CapacityBytes: v.Capacity}, nil
+}
+
+// encrypted reports whether the volume was created with encrypted: "true".
+func (v *volume) encrypted() bool { return v.Params[ParamEncrypted] == "true" && v.Kind != kindDir }
+
+// imageSize is the size of the backing file of a volume of capacity
+// bytes: an encrypted volume's has room for its LUKS2 header on top, so
+// the pod gets the whole capacity.
+func (v *volume) imageSize(capacity int64) int64 {
+	if v.encrypted() {
+		return capacity + crypt.HeaderBytes
+	}
+	return capacity
+}
+
+// encryption is the mount option of an encrypted volume, its key from the
+// call's secrets (crypt.SecretKey); nil for a plain volume.
+func encryption(v *volume, secrets map[string]string) *mount.Encryption {
+	if !v.encrypted() {
+		return nil
+	}
+	return &mount.Encryption{VolumeID: v.ID, Key: crypt.SecretKeys(secrets)}
 }
