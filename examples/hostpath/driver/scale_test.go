@@ -5,6 +5,7 @@ package driver_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -55,6 +56,15 @@ func startScale(tb testing.TB, state, sock string) *scaleServer {
 	os.Remove(sock)
 	s := &scaleServer{d: d, cancel: cancel, done: make(chan error, 1)}
 	go func() { s.done <- srv.ListenAndServe(ctx, "unix://"+sock) }()
+	// Connect once the socket answers: a gRPC client that tried too early
+	// backs off for seconds, which would be timed as the restart.
+	for {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
 	s.conn, err = grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		tb.Fatal(err)
