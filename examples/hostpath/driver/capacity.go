@@ -63,22 +63,28 @@ func newLedger(st *store) *ledger {
 		reserved: map[string]int64{},
 	}
 	// A record that does not decode failed the start already; one written
-	// since that does not charges nothing.
-	var c struct {
-		Capacity  int64 `json:"capacity"`
+	// since that does not charges nothing. Each watch runs one change at
+	// a time, under the journal's lock.
+	var v struct {
+		Capacity int64 `json:"capacity"`
+	}
+	var x struct {
 		DiskBytes int64 `json:"diskBytes"`
 	}
-	chargeOf := func(raw []byte) int64 {
+	chargeOf := func(raw []byte, field *int64, into any) int64 {
 		if raw == nil {
 			return 0
 		}
-		c.Capacity, c.DiskBytes = 0, 0
-		_ = json.Unmarshal(raw, &c) // the watch runs one change at a time
-		return c.Capacity + c.DiskBytes
+		*field = 0
+		_ = json.Unmarshal(raw, into)
+		return *field
 	}
-	watch := func(_ string, old, new []byte) { l.durable.Add(chargeOf(new) - chargeOf(old)) }
-	st.kvVolumes.Watch(watch)
-	st.kvSnapshots.Watch(watch)
+	st.kvVolumes.Watch(func(_ string, old, new []byte) {
+		l.durable.Add(chargeOf(new, &v.Capacity, &v) - chargeOf(old, &v.Capacity, &v))
+	})
+	st.kvSnapshots.Watch(func(_ string, old, new []byte) {
+		l.durable.Add(chargeOf(new, &x.DiskBytes, &x) - chargeOf(old, &x.DiskBytes, &x))
+	})
 	return l
 }
 

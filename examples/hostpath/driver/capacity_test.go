@@ -304,8 +304,8 @@ func TestSnapshotsRecordedUnchargedAreMeasuredAtStart(t *testing.T) {
 }
 
 // BenchmarkGetCapacity is GetCapacity with 1,000 volumes and 1,000
-// snapshots recorded: the ledger sums the durable records' charges at
-// every check (cached decodes), so this is its cost per call.
+// snapshots recorded: the ledger's durable charges are a running total
+// (journal.KV.Watch), so the call costs the same at any number of records.
 func BenchmarkGetCapacity(b *testing.B) {
 	needRoot(b)
 	dir := shortDir(b, "hpbgc")

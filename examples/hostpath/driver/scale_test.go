@@ -5,10 +5,12 @@ package driver_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -55,6 +57,15 @@ func startScale(tb testing.TB, state, sock string) *scaleServer {
 	os.Remove(sock)
 	s := &scaleServer{d: d, cancel: cancel, done: make(chan error, 1)}
 	go func() { s.done <- srv.ListenAndServe(ctx, "unix://"+sock) }()
+	// Connect once the socket answers: a gRPC client that tried too early
+	// backs off for seconds, which would be timed as the restart.
+	for {
+		if c, err := net.Dial("unix", sock); err == nil {
+			c.Close()
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
 	s.conn, err = grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		tb.Fatal(err)
@@ -82,7 +93,8 @@ func (s *scaleServer) stop() {
 // first and the last), the time from a restart to Probe ready, the
 // process's RSS and live heap, ListVolumes per page of 500 at several
 // offsets, and NodeGetVolumeStats. b.N is ignored past the first run
-// (run it with -benchtime=1x). The figures go to the log and as metrics.
+// (run it with -benchtime=1x). The figures go to the log and as metrics;
+// HOSTPATH_SCALE_HEAP=file writes a heap profile where memory is measured.
 //
 //	HOSTPATH_SCALE=100000 go test -run '^$' -bench Scale -benchtime=1x ./examples/hostpath/driver
 func BenchmarkScale(b *testing.B) {
@@ -192,6 +204,17 @@ func BenchmarkScale(b *testing.B) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	rss := vmRSS()
+	if path := os.Getenv("HOSTPATH_SCALE_HEAP"); path != "" {
+		// What is held per volume: go tool pprof -sample_index=inuse_space.
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.WriteHeapProfile(f); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+	}
 	b.Logf("memory: RSS %d MB, live heap %d MB (%d B per volume)", rss>>20, ms.HeapAlloc>>20, ms.HeapAlloc/uint64(n))
 	b.ReportMetric(float64(rss>>20), "rss-MB")
 	b.ReportMetric(float64(ms.HeapAlloc)/float64(n), "heap-B/volume")

@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/csikit/csikit/journal"
@@ -114,14 +112,6 @@ func openStore(j *journal.File) (*store, error) {
 		}
 	}
 	return s, nil
-}
-
-// clone is a copy of v that shares no map or slice with it.
-func (v *volume) clone() volume {
-	c := *v
-	c.Params = maps.Clone(v.Params)
-	c.Published = slices.Clone(v.Published)
-	return c
 }
 
 // records is one KV space of JSON records, decoded at each read: a
