@@ -10,7 +10,10 @@
 # and says so when it ends. Each needs heavy setup, installs packages
 # (apt-get) and runs as root; .ci/run runs all three:
 #   make test-rbd       examples/rbd: Ceph packages, a throwaway Ceph cluster,
-#                       sanity/kube's Kubernetes binaries
+#                       sanity/kube's Kubernetes binaries, krbd and rbd-nbd
+#                       lifecycles in the VM lane
+#   make test-rbd-vm    the same with the sanity harness per kernel mapper and
+#                       kind in the VM lane (an hour or more under TCG)
 #   make test-kube      sanity/kube: a control plane, kubelet and the CSI
 #                       sidecars, built from the Go module proxy (about 8
 #                       minutes the first time, then cached)
@@ -27,7 +30,7 @@ GO ?= go
 GOTESTFLAGS ?=
 NESTED_MODULES := examples/rbd sanity/kube sanity/upstream tools
 
-.PHONY: test test-rbd test-kube test-upstream test-tools test-all python-sanity run setup
+.PHONY: test test-rbd test-rbd-vm test-kube test-upstream test-tools test-all python-sanity run setup
 
 setup:
 	./scripts/setup.sh
@@ -38,6 +41,9 @@ test: setup
 
 test-rbd:
 	examples/rbd/test/ci.sh
+
+test-rbd-vm:
+	RBD_VM_SANITY=1 examples/rbd/test/ci.sh
 
 test-kube:
 	sanity/kube/ci.sh

@@ -64,9 +64,16 @@ go test -tags pacific -race -count=1 -timeout 15m -skip '^TestKernelMappers$' $(
 # runs itself in csitest/vmtest's VM (Debian's kernel, a cluster of its
 # own on the guest's loopback). Without -race: under TCG it would double
 # a run of many minutes, and the driver code is the same as above.
-step "krbd and rbd-nbd in the VM lane (lifecycle, online grow, restart, failed stage, sanity per kind)"
+# CI runs each mapper's lifecycle (stage, publish, online grow, restart,
+# unstage) per kind and the failed stage; the sanity harness per mapper
+# and kind takes 3-9 minutes each under TCG (this machine's KVM does not
+# boot the guest), which the 45-minute budget cannot hold, so it runs
+# with RBD_VM_SANITY=1 (make test-rbd-vm).
+vmrun='^TestKernelMappers$/^(krbd|rbd-nbd)$/^(lifecycle|failed_stage)$'
+if [ "${RBD_VM_SANITY:-}" = 1 ]; then vmrun='^TestKernelMappers$'; fi
+step "krbd and rbd-nbd in the VM lane (-run $vmrun)"
 out=$(mktemp)
-if go test -tags pacific -count=1 -timeout 45m -v -run '^TestKernelMappers$' . >"$out" 2>&1; then
+if go test -tags pacific -count=1 -timeout 45m -v -run "$vmrun" . >"$out" 2>&1; then
 	grep -E 'booted|latency:|sanity: [0-9]+ passed|^(ok|---)' "$out" || true
 	rm -f "$out"
 else
