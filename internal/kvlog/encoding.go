@@ -22,8 +22,9 @@ func appendOp(payload []byte, op byte, b, k string, v []byte) []byte {
 	return payload
 }
 
-// apply replays one payload into state.
-func (db *DB) apply(payload []byte, state map[string]map[string][]byte) error {
+// apply replays one payload into state. Values are copied, unless alias:
+// then they point into payload, which must outlive state's use of them.
+func (db *DB) apply(payload []byte, state map[string]map[string][]byte, alias bool) error {
 	for len(payload) > 0 {
 		op := payload[0]
 		payload = payload[1:]
@@ -49,7 +50,11 @@ func (db *DB) apply(payload []byte, state map[string]map[string][]byte) error {
 				m = map[string][]byte{}
 				state[b] = m
 			}
-			m[k] = bytes.Clone(fields[2])
+			if alias {
+				m[k] = fields[2]
+			} else {
+				m[k] = bytes.Clone(fields[2])
+			}
 		} else {
 			delete(state[b], k)
 		}

@@ -86,7 +86,9 @@ func (db *DB) load() error {
 		if !ok || seq != db.seq+1 {
 			break
 		}
-		if err := db.apply(payload, db.state); err != nil {
+		// Values point into the mapped file until the replay is done:
+		// a value overwritten later in the log is never copied.
+		if err := db.apply(payload, db.state, true); err != nil {
 			return fmt.Errorf("record %d at offset %d: %w", seq, off, err)
 		}
 		db.seq, off = seq, next
@@ -101,6 +103,25 @@ func (db *DB) load() error {
 	for p := off + sector; p+recHeader <= int64(len(data)); p += sector {
 		if _, seq, _, ok := db.record(data, p); ok && seq > db.seq {
 			return fmt.Errorf("journal corrupt: record %d at offset %d does not verify but record %d at offset %d does", db.seq+1, off, seq, p)
+		}
+	}
+	// Copy the live values out of the mapping, packed into shared 64 KiB
+	// blocks: a start makes no garbage of overwritten values, and small
+	// values cost no allocation each (they are never modified or grown).
+	// A block is freed once all its values are overwritten or deleted, so
+	// what the blocks hold never exceeds the live data at the start.
+	var slab []byte
+	for _, m := range db.state {
+		for k, v := range m {
+			if len(v) == 0 || len(v) > 4096 {
+				m[k] = append([]byte{}, v...)
+				continue
+			}
+			if len(slab) < len(v) {
+				slab = make([]byte, 64<<10)
+			}
+			n := copy(slab, v)
+			m[k], slab = slab[:n:n], slab[n:]
 		}
 	}
 	db.end, db.size = off, int64(len(data))
@@ -303,7 +324,7 @@ func (db *DB) Verify() error {
 		if !ok || s != seq+1 {
 			return fmt.Errorf("kvlog: record %d at offset %d does not verify", seq+1, off)
 		}
-		if err := db.apply(payload, replay); err != nil {
+		if err := db.apply(payload, replay, false); err != nil {
 			return fmt.Errorf("kvlog: record %d: %w", s, err)
 		}
 		off, seq = next, s
