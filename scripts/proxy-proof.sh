@@ -6,8 +6,13 @@
 #
 #  1. clones the repository (HEAD) to a temporary directory and releases it
 #     there with scripts/release.sh prepare + tag at a CI-only version: the
-#     next patch after CHANGELOG.md's latest release with "-ci.1" (e.g.
-#     v0.1.1-ci.1). A pre-release is never picked by @latest, the clone
+#     next patch after CHANGELOG.md's latest release with "-ci.<unix time>"
+#     (e.g. v0.1.1-ci.1796400000). The go command takes a module version
+#     as immutable, and its build cache keeps an index of each version's
+#     files: a second run with other contents under a reused version failed
+#     to build from that stale index ("open .../deferred.go: no such file"),
+#     so every run has a version of its own. A pre-release is never picked
+#     by @latest, the clone
 #     and its tags are thrown away, and nothing is pushed;
 #  2. writes a file:// module proxy from those tags (tools/cmd/modproxy: the
 #     .info, .mod and .zip files the go command fetches);
@@ -35,9 +40,9 @@ say() { echo "proxy-proof: $* ($(( $(date +%s) - t0 ))s)"; }
 last=$(sed -n 's/^## \[\([0-9][0-9]*\.[0-9][0-9]*\.[0-9][0-9]*\)\].*/\1/p' "$root/CHANGELOG.md" | head -1)
 if [ -n "$last" ]; then
 	IFS=. read -r major minor patch <<<"$last"
-	version="v$major.$minor.$((patch + 1))-ci.1"
+	version="v$major.$minor.$((patch + 1))-ci.$(date +%s)"
 else
-	version="v0.0.1-ci.1"
+	version="v0.0.1-ci.$(date +%s)"
 fi
 
 tmp=$(mktemp -d /tmp/csikit-proxy-proof.XXXXXX)
