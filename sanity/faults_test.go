@@ -4,8 +4,10 @@ package sanity_test
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -13,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/csikit/csikit/block"
 	"github.com/csikit/csikit/sanity"
 )
 
@@ -108,8 +111,29 @@ func TestFaultHelper(t *testing.T) {
 		return
 	}
 	dir := t.TempDir()
+	// A faulty driver can leave loop devices behind (leaked_mount: its
+	// unstage cannot detach a device still bound onto a leaked target);
+	// once the harness has removed the leaked mounts, they go, before the
+	// directory of their backing files.
+	t.Cleanup(func() { detachLoopsUnder(t, dir) })
 	cfg.BackendObjects = refObjects(dir)
 	sanity.Run(t, refTargetAt(dir, fault, log), cfg)
+}
+
+// detachLoopsUnder detaches every loop device whose backing file is below
+// dir, found through sysfs (no ioctl on other devices).
+func detachLoopsUnder(t *testing.T, dir string) {
+	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil || !strings.HasPrefix(strings.TrimSpace(string(b)), dir+"/") {
+			continue
+		}
+		dev := "/dev/" + filepath.Base(filepath.Dir(filepath.Dir(f)))
+		if err := block.DetachLoop(context.Background(), dev); err != nil {
+			t.Errorf("detaching %s, left by the faulty driver: %v", dev, err)
+		}
+	}
 }
 
 // TestFaults checks that every fault of the table is caught by the case
