@@ -90,7 +90,7 @@ go test -tags pacific -run '^$' -bench . -benchtime 1x -count=1 -timeout 5m ./..
 step "sanity/kube scenarios: the rbd binary under the real sidecars"
 go test -tags pacific -count=1 -timeout 10m -v ./test/kube
 
-step "upstream csi-sanity v5.6.0 against the rbd binary (ext4, xfs, block)"
+step "upstream csi-sanity v5.6.0 (ext4, xfs, block) and csikit sanity (mount, block) against the rbd binary"
 test/csi-sanity.sh "$env"
 
 step "done"
