@@ -14,10 +14,8 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/examples/hostpath/driver"
 )
 
@@ -27,34 +25,8 @@ import (
 // area drives the same RPCs through real loop devices.
 func metaServer(t *testing.T) (state string, conn *grpc.ClientConn) {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "hpsm") // short: socket paths are limited
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	state = filepath.Join(dir, "state")
-	ctx, cancel := context.WithCancel(context.Background())
-	d, err := driver.New(ctx, driver.Options{StateDir: state, NodeID: "meta"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := csikit.NewServer(d, csikit.Options{
-		Disable: driver.Options{}.Disabled(), // neither attach nor modify
-		Name:    "hostpath.csikit.dev", Version: "test", NodeID: "meta",
-		VolumeModes: csikit.Mount | csikit.Block, AccessModes: driver.AccessModes(), Alpha: true, Journal: d.Journal(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(dir, "csi.sock")
-	done := make(chan error, 1)
-	go func() { done <- srv.ListenAndServe(ctx, "unix://"+sock) }()
-	conn, err = grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(); cancel(); <-done; d.Close() })
-	return state, conn
+	state = filepath.Join(shortDir(t, "hpsm"), "state") // short: socket paths are limited
+	return state, serve(t, "", driver.Options{StateDir: state, NodeID: "meta"}).conn
 }
 
 func blockCap() *csi.VolumeCapability {

@@ -14,10 +14,7 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/examples/hostpath/driver"
 	"github.com/csikit/csikit/journal"
 )
@@ -29,34 +26,9 @@ func TestSweepAbandoned(t *testing.T) {
 	if os.Geteuid() != 0 {
 		csitest.Skip(t, "needs root: the driver mounts")
 	}
-	dir, err := os.MkdirTemp("", "hpsw") // short: socket paths are limited
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	state := filepath.Join(dir, "state")
-	ctx, cancel := context.WithCancel(context.Background())
-	d, err := driver.New(ctx, driver.Options{StateDir: state, NodeID: "sweep"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := csikit.NewServer(d, csikit.Options{
-		Disable: driver.Options{}.Disabled(), // neither attach nor modify
-		Name:    "hostpath.csikit.dev", Version: "test", NodeID: "sweep",
-		VolumeModes: csikit.Mount | csikit.Block, AccessModes: driver.AccessModes(), Alpha: true, Journal: d.Journal(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(dir, "csi.sock")
-	done := make(chan error, 1)
-	go func() { done <- srv.ListenAndServe(ctx, "unix://"+sock) }()
-	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(); cancel(); <-done; d.Close() })
-	ctl := csi.NewControllerClient(conn)
+	state := filepath.Join(shortDir(t, "hpsw"), "state") // short: socket paths are limited
+	s := serve(t, "", driver.Options{StateDir: state, NodeID: "sweep"})
+	ctx, d, srv, ctl := context.Background(), s.d, s.srv, s.ctl
 	create := func(name string) string {
 		t.Helper()
 		var resp *csi.CreateVolumeResponse
