@@ -8,6 +8,10 @@
 // spec's codes before the driver runs, recovers panics, logs with request IDs
 // and without secrets, serializes calls per volume, makes CreateVolume and
 // CreateSnapshot retries idempotent, and drains in-flight calls on shutdown.
+// A driver that can cut a node off a volume (Fencer) has it done at
+// ControllerUnpublishVolume before the call answers OK, so a node that hung
+// rather than died never writes to a volume published elsewhere
+// (see the fencing guide in the docs directory).
 //
 // The spec-level pieces it is built from live under csi/ (csi/endpoint,
 // csi/validation, csi/secrets, csi/requestid, csi/logging, csi/recovery)
