@@ -29,7 +29,7 @@
 // kubelet registration, the sweep, and one HTTP server for /metrics and
 // the named checks of /healthz and /readyz), capacity turns a
 // CapacityRange into a size, topology selects accessible topology, the k8s
-// packages (k8s/registration, k8s/keys, k8s/csidriver) speak Kubernetes'
+// packages (k8s/registration, k8s/keys, k8s/csidriver, k8s/testdriver) speak Kubernetes'
 // conventions, csitest serves a driver in-process or runs its binary for its tests
 // (csitest/vmtest runs the tests that need a stock kernel in a VM, and the
 // command csitest/vmtest/vmrun runs any commands there), and
