@@ -33,7 +33,7 @@ import (
 // and a throwaway cluster that test/cluster.sh starts on the guest's
 // loopback.
 var kernelVM = vmtest.Options{
-	Modules:   []string{"rbd", "nbd", "xfs", "ext4", "loop", "fuse"},
+	Modules:   []string{"rbd", "nbd", "xfs", "ext4", "loop", "fuse", "dm-crypt"},
 	Udev:      true,
 	MemoryMiB: 4096,
 	Setup:     `env=$(test/cluster.sh start "$TMPDIR/ceph") && cat "$env" >>"$VMTEST_ENV"`,
@@ -134,7 +134,8 @@ func stagePublishOnce(t *testing.T, ctx context.Context, c cephtest.Cluster, s *
 // (ext4, xfs, block) stage (map, format a blank image, mount), publish,
 // unpublish, online expansion (image grown by the controller, the file
 // system grown while mounted), a driver restart that finds the mapping,
-// unstage (unmount, unmap); a failed stage that leaves nothing mapped; and
+// unstage (unmount, unmap); a failed stage that leaves nothing mapped;
+// with krbd, the same for encrypted volumes (encryptedLifecycle); and
 // csikit's sanity harness per kind with no case skipped for online growth.
 // rbd-fuse runs the lifecycle beside them, for the latency comparison
 // (logged as "latency").
@@ -158,6 +159,11 @@ func TestKernelMappers(t *testing.T) {
 				return // its sanity runs on the host (TestSanity)
 			}
 			t.Run("failed_stage", func(t *testing.T) { failedStage(t, c, mapper) })
+			if mapper == driver.MapperKRBD { // the dm-crypt layer is the same on any mapper
+				for _, kind := range sanityKinds {
+					t.Run("encrypted/"+kind.name, func(t *testing.T) { encryptedLifecycle(t, c, kind) })
+				}
+			}
 			for _, kind := range sanityKinds {
 				t.Run("sanity/"+kind.name, func(t *testing.T) { mapperSanity(t, c, mapper, kind) })
 			}

@@ -16,7 +16,8 @@ import (
 )
 
 // ledger accounts the capacity given out: every durable volume its
-// capacity, every durable snapshot the bytes its data takes on disk
+// footprint (its capacity; an encrypted one's plus its LUKS2 header,
+// volume.imageSize), every durable snapshot the bytes its data takes on disk
 // (snapshot.DiskBytes), plus the reservations of writes not yet durable.
 //
 // The durable part is a running total fed by the journal (journal.KV.Watch):
@@ -58,15 +59,18 @@ func newLedger(st *store) *ledger {
 				return x.DiskBytes
 			}
 			v, _ := st.volume(key)
-			return v.Capacity
+			return v.imageSize(v.Capacity)
 		},
 		reserved: map[string]int64{},
 	}
 	// A record that does not decode failed the start already; one written
 	// since that does not charges nothing. Each watch runs one change at
 	// a time, under the journal's lock.
+	// Only what the charge needs (imageSize): a start replays every record.
 	var v struct {
-		Capacity int64 `json:"capacity"`
+		Capacity int64             `json:"capacity"`
+		Kind     kind              `json:"kind"`
+		Params   map[string]string `json:"params"`
 	}
 	var x struct {
 		DiskBytes int64 `json:"diskBytes"`
@@ -79,8 +83,16 @@ func newLedger(st *store) *ledger {
 		_ = json.Unmarshal(raw, into)
 		return *field
 	}
+	volumeCharge := func(raw []byte) int64 {
+		if raw == nil {
+			return 0
+		}
+		v.Capacity, v.Kind, v.Params = 0, "", nil
+		_ = json.Unmarshal(raw, &v)
+		return (&volume{Capacity: v.Capacity, Kind: v.Kind, Params: v.Params}).imageSize(v.Capacity)
+	}
 	st.kvVolumes.Watch(func(_ string, old, new []byte) {
-		l.durable.Add(chargeOf(new, &v.Capacity, &v) - chargeOf(old, &v.Capacity, &v))
+		l.durable.Add(volumeCharge(new) - volumeCharge(old))
 	})
 	st.kvSnapshots.Watch(func(_ string, old, new []byte) {
 		l.durable.Add(chargeOf(new, &x.DiskBytes, &x) - chargeOf(old, &x.DiskBytes, &x))

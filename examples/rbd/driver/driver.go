@@ -23,6 +23,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
 	"github.com/csikit/csikit"
+	"github.com/csikit/csikit/crypt"
 	"github.com/csikit/csikit/mount"
 )
 
@@ -104,6 +105,10 @@ type Options struct {
 	Runner mount.Runner
 	// Logger receives the driver's own lines (default: discard).
 	Logger *slog.Logger
+	// EncryptionPBKDF is the key derivation of the LUKS2 key slots of
+	// encrypted volumes (ParamEncrypted); the zero value is crypt's
+	// default, argon2id with 64 MiB, 4 passes, 1 thread.
+	EncryptionPBKDF crypt.PBKDF
 }
 
 // Driver is the RBD driver. Create it with New; close it with Close.
@@ -165,7 +170,7 @@ func New(o Options) (*Driver, error) {
 	o.StateDir = filepath.Clean(abs)
 	d := &Driver{
 		opts: o, conns: NewConnPool(o.Monitors, o.OpTimeout, 10*time.Minute),
-		mounter: mount.New(mount.Options{Runner: o.Runner, Logger: o.Logger}),
+		mounter: newMounter(o),
 		seen:    map[string]seenPool{},
 	}
 	d.mappers = map[string]Mapper{

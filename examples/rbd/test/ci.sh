@@ -69,7 +69,7 @@ go test -tags pacific -race -count=1 -timeout 15m -skip '^TestKernelMappers$' $(
 # and kind takes 3-9 minutes each under TCG (this machine's KVM does not
 # boot the guest), which the 45-minute budget cannot hold, so it runs
 # with RBD_VM_SANITY=1 (make test-rbd-vm).
-vmrun='^TestKernelMappers$/^(krbd|rbd-nbd)$/^(lifecycle|failed_stage)$'
+vmrun='^TestKernelMappers$/^(krbd|rbd-nbd)$/^(lifecycle|failed_stage|encrypted)$'
 if [ "${RBD_VM_SANITY:-}" = 1 ]; then vmrun='^TestKernelMappers$'; fi
 step "krbd and rbd-nbd in the VM lane (-run $vmrun)"
 out=$(mktemp)
