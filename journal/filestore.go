@@ -47,6 +47,7 @@ var bucketNames = map[Kind][2]string{
 	KindVolume:        {"volume/names", "volume/ids"},
 	KindSnapshot:      {"snapshot/names", "snapshot/ids"},
 	KindGroupSnapshot: {"group-snapshot/names", "group-snapshot/ids"},
+	KindFence:         {"fence/names", "fence/ids"},
 }
 
 // OpenFile opens or creates the journal file at path. Close it when
@@ -298,5 +299,27 @@ func (j *File) Uncommitted(ctx context.Context, kind Kind, reservedBefore time.T
 		return nil, storageErr("list", err)
 	}
 	sortOldestFirst(out)
+	return out, nil
+}
+
+// Records implements RecordLister.
+func (j *File) Records(ctx context.Context, kind Kind) ([]Record, error) {
+	if err := checkArgs(ctx, kind, "-"); err != nil {
+		return nil, err
+	}
+	var out []Record
+	err := j.db.View(func(r kvlog.Reader) error {
+		return r.ForEach(bucketNames[kind][0], func(name string, v []byte) error {
+			rec, err := decodeRecord(kind, []byte(name), v)
+			if err != nil {
+				return err
+			}
+			out = append(out, rec)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, storageErr("list", err)
+	}
 	return out, nil
 }

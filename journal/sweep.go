@@ -107,3 +107,12 @@ func Sweep(ctx context.Context, o SweepOptions) (int, error) {
 	}
 	return released, errors.Join(errs...)
 }
+
+// RecordLister is a Journal that can list every record of a kind,
+// committed or not. Memory and File implement it; csikit's Server needs
+// it to know, at start, which nodes it fenced (KindFence).
+type RecordLister interface {
+	Journal
+	// Records returns every record of kind, in name order.
+	Records(ctx context.Context, kind Kind) ([]Record, error)
+}

@@ -65,7 +65,7 @@ type command struct {
 
 // commands returns every subcommand, sorted by name.
 func commands() []*command {
-	cs := []*command{callCommand(), capsCommand(), csidriverCommand(), sanityCommand(), completionCommand()}
+	cs := []*command{callCommand(), capsCommand(), csidriverCommand(), sanityCommand(), testdriverCommand(), completionCommand()}
 	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
 	return cs
 }

@@ -101,6 +101,9 @@ func Delegate(t *testing.T, opts Options) bool {
 		} else {
 			vms[key] = v
 			t.Logf("vmtest: booted %s under %s in %v", v.Lane.KernelVersion, accelName(v.Lane), v.BootTime.Round(time.Millisecond))
+			if v.KVMError != nil {
+				t.Logf("vmtest: KVM not used: %v", v.KVMError)
+			}
 		}
 	}
 	vmsMu.Unlock()

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -216,7 +217,8 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 	fsType, flags := stageFS(mnt, r.GetVolumeContext())
 	err = d.mounter.Stage(ctx, mount.StageOptions{
 		Device: dev, Target: r.GetStagingTargetPath(), FSType: fsType,
-		MountFlags: flags, ReadOnly: ro, Encryption: enc,
+		MountFlags: flags, ReadOnly: ro, FormatOptions: noDiscard(fsType),
+		Encryption: enc,
 	})
 	if err != nil {
 		return fail(err)
@@ -237,6 +239,20 @@ func stageFS(mnt *csi.VolumeCapability_MountVolume, volCtx map[string]string) (s
 		t = "ext4"
 	}
 	return t, mnt.GetMountFlags()
+}
+
+// noDiscard are mkfs's options for fsType that skip its discard pass: a
+// blank image is a new one, unallocated, so the pass frees nothing, and
+// through a mapper it costs a request per object (under rbd-nbd an xfs
+// stage took 34 s instead of a few).
+func noDiscard(fsType string) []string {
+	switch {
+	case strings.HasPrefix(fsType, "ext"):
+		return []string{"-E", "nodiscard"}
+	case fsType == "xfs":
+		return []string{"-K"}
+	}
+	return nil
 }
 
 // NodeUnstageVolume unmounts the staging path and unmaps the image; it
