@@ -42,7 +42,10 @@ var canary = bytes.Repeat([]byte("CSIKIT-RBD-PLAINTEXT-CANARY."), 64)
 func encServer(t *testing.T, c cephtest.Cluster, mapper, state string) (*csitest.Server, *driver.Driver) {
 	t.Helper()
 	d, err := driver.New(driver.Options{Monitors: c.Monitors, DefaultPool: c.Pool, NodeID: "enc-node", StateDir: state,
-		Mapper: mapper, EncryptionPBKDF: cheapKDF})
+		Mapper: mapper, EncryptionPBKDF: cheapKDF,
+		// Under TCG on a loaded host a krbd map or mkfs probe took over
+		// the default 30 s: the bound is for hung tools, not emulation.
+		OpTimeout: 3 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
