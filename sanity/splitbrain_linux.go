@@ -169,12 +169,22 @@ func (w *writer) kill(timeout time.Duration) error {
 	if first {
 		_ = syscall.Kill(-w.pgid, syscall.SIGKILL)
 	}
+	deadline := time.After(timeout)
 	select {
 	case <-w.done:
-		return nil
-	case <-time.After(timeout):
+	case <-deadline:
 		return fmt.Errorf("the writer (process group %d) did not exit within %s of SIGKILL: blocked in I/O on the volume", w.pgid, timeout)
 	}
+	// The shell is gone; its children (dd in the middle of a write) may
+	// still hold the file open until they are reaped.
+	for syscall.Kill(-w.pgid, 0) == nil {
+		select {
+		case <-deadline:
+			return fmt.Errorf("processes of the writer's group %d still run %s after SIGKILL: blocked in I/O on the volume", w.pgid, timeout)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return nil
 }
 
 // StopProcesses returns a SplitBrainConfig.Freeze that stops (SIGSTOP)
