@@ -42,6 +42,9 @@ type ledger struct {
 	// journal's watch; charge returns one key's (0 when there is none).
 	durable atomic.Int64
 	charge  func(key string) int64
+	// attached counts the durable volumes published to a node (the
+	// attach limit's count), kept by the same watch.
+	attached atomic.Int64
 
 	mu       sync.Mutex
 	reserved map[string]int64 // key → total charge being written
@@ -66,7 +69,8 @@ func newLedger(st *store) *ledger {
 	// since that does not charges nothing. Each watch runs one change at
 	// a time, under the journal's lock.
 	var v struct {
-		Capacity int64 `json:"capacity"`
+		Capacity   int64  `json:"capacity"`
+		AttachedTo string `json:"attachedTo"`
 	}
 	var x struct {
 		DiskBytes int64 `json:"diskBytes"`
@@ -79,8 +83,19 @@ func newLedger(st *store) *ledger {
 		_ = json.Unmarshal(raw, into)
 		return *field
 	}
+	// A volume's charge, and 1 if it is attached.
+	volumeOf := func(raw []byte) (charge, attached int64) {
+		v.AttachedTo = ""
+		if charge = chargeOf(raw, &v.Capacity, &v); v.AttachedTo != "" {
+			attached = 1
+		}
+		return charge, attached
+	}
 	st.kvVolumes.Watch(func(_ string, old, new []byte) {
-		l.durable.Add(chargeOf(new, &v.Capacity, &v) - chargeOf(old, &v.Capacity, &v))
+		c0, a0 := volumeOf(old)
+		c1, a1 := volumeOf(new)
+		l.durable.Add(c1 - c0)
+		l.attached.Add(a1 - a0)
 	})
 	st.kvSnapshots.Watch(func(_ string, old, new []byte) {
 		l.durable.Add(chargeOf(new, &x.DiskBytes, &x) - chargeOf(old, &x.DiskBytes, &x))
