@@ -195,6 +195,10 @@ type VM struct {
 	// BootTime is how long the guest took from qemu's start to the
 	// agent's first word.
 	BootTime time.Duration
+	// SetupTime is how long, after BootTime, loading the modules,
+	// starting udev and Options.Setup took: the guest is ready for its
+	// first command BootTime+SetupTime after qemu's start.
+	SetupTime time.Duration
 	// Lane is what it runs on.
 	Lane Lane
 	// KVMError, when the guest runs under TCG, says why KVM was not used:
@@ -229,10 +233,12 @@ func Start(ctx context.Context, opts Options) (*VM, error) {
 	if err != nil {
 		return nil, err
 	}
+	began := time.Now()
 	if err := v.prepare(ctx); err != nil {
 		v.Close()
 		return nil, err
 	}
+	v.SetupTime = time.Since(began)
 	return v, nil
 }
 
