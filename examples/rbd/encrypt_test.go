@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ceph/go-ceph/rbd"
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
@@ -218,9 +219,13 @@ func encryptedLifecycle(t *testing.T, c cephtest.Cluster, kind sanityKind) {
 	}
 	before := size()
 	grown := 2 * kind.size
-	if _, err := s.Controller.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: vol.GetVolumeId(),
-		CapacityRange: &csi.CapacityRange{RequiredBytes: grown}, Secrets: c.Secrets(), VolumeCapability: vc}); err != nil {
+	ce, err := s.Controller.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: vol.GetVolumeId(),
+		CapacityRange: &csi.CapacityRange{RequiredBytes: grown}, Secrets: c.Secrets(), VolumeCapability: vc})
+	if err != nil {
 		t.Fatalf("controller expand: %v", err)
+	}
+	if !ce.GetNodeExpansionRequired() {
+		t.Fatal("controller expand of an encrypted volume did not ask for NodeExpandVolume")
 	}
 	expReq := &csi.NodeExpandVolumeRequest{VolumeId: vol.GetVolumeId(), VolumePath: target, StagingTargetPath: staging,
 		CapacityRange: &csi.CapacityRange{RequiredBytes: grown}, VolumeCapability: vc}
@@ -391,4 +396,62 @@ func rawImage(t *testing.T, c cephtest.Cluster, pool, image string) (header []by
 		t.Fatalf("rbd export %s/%s: %v: %s", pool, image, err, stderr.Bytes())
 	}
 	return header, hasCanary
+}
+
+// TestEncryptedBlockExpansionNeedsNode: ControllerExpandVolume of a block
+// volume asks for NodeExpandVolume only when the image holds a LUKS
+// header (an encrypted volume once staged): its dm-crypt mapping must
+// grow with the image, which only the node can do. Before, no block
+// volume asked, and an encrypted one stayed at its old size.
+func TestEncryptedBlockExpansionNeedsNode(t *testing.T) {
+	c := cephtest.Require(t)
+	ctx := context.Background()
+	s, d := encServer(t, c, driver.MapperFUSE, t.TempDir())
+	defer func() { _ = s.Close(); _ = d.Close() }()
+	vc := sanityKinds[2].capability()
+	resp, err := s.Controller.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "enc-expand-block", VolumeCapabilities: []*csi.VolumeCapability{vc},
+		Parameters: map[string]string{driver.ParamPool: c.Pool, driver.ParamEncrypted: "true"}, Secrets: c.Secrets(),
+		CapacityRange: &csi.CapacityRange{RequiredBytes: 16 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vol := resp.GetVolume()
+	defer func() {
+		if _, err := s.Controller.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: vol.GetVolumeId(), Secrets: c.Secrets()}); err != nil {
+			t.Errorf("delete: %v", err)
+		}
+	}()
+	expand := func(size int64) bool {
+		t.Helper()
+		r, err := s.Controller.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: vol.GetVolumeId(),
+			CapacityRange: &csi.CapacityRange{RequiredBytes: size}, Secrets: c.Secrets(), VolumeCapability: vc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GetNodeExpansionRequired()
+	}
+	if expand(24 << 20) {
+		t.Error("a blank block image (no LUKS header yet) asked for node expansion")
+	}
+	// What the node's first stage writes first: the LUKS magic.
+	conn := cephtest.Admin(t, c)
+	io, err := conn.OpenIOContext(vol.GetVolumeContext()["pool"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer io.Destroy()
+	img, err := rbd.OpenImage(io, vol.GetVolumeContext()["imageName"], rbd.NoSnapshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = img.WriteAt([]byte("LUKS\xba\xbe\x00\x02"), 0)
+	if cerr := img.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !expand(32 << 20) {
+		t.Error("an encrypted block volume's expansion did not ask for NodeExpandVolume: its dm-crypt mapping would keep the old size")
+	}
 }

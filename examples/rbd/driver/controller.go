@@ -884,5 +884,8 @@ func (d *Driver) ControllerExpandVolume(ctx context.Context, r *csi.ControllerEx
 		cur = uint64(size)
 	}
 	block := r.GetVolumeCapability().GetBlock() != nil
-	return &csi.ControllerExpandVolumeResponse{CapacityBytes: int64(cur), NodeExpansionRequired: !block}, nil
+	// A block volume needs the node only when it is encrypted: its
+	// dm-crypt mapping must grow with the image (encrypt.go).
+	node := !block || hasLUKSHeader(img)
+	return &csi.ControllerExpandVolumeResponse{CapacityBytes: int64(cur), NodeExpansionRequired: node}, nil
 }
