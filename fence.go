@@ -122,7 +122,7 @@ func (s *Server) setupFencing() error {
 		return fmt.Errorf("csikit: driver %T implements csikit.Fencer but does not serve ControllerPublishVolume: fencing happens at ControllerUnpublishVolume, so implement csikit.ControllerPublisher, or list reflect.TypeFor[csikit.Fencer]() in Options.Disable", s.driver)
 	}
 	if s.opts.Journal == nil {
-		return fmt.Errorf("csikit: driver %T implements csikit.Fencer but Options.Journal is nil: the nodes it fences must be remembered across restarts (journal.KindFence records); set a journal (journal.OpenFile, or one on the backend)", s.driver)
+		return fmt.Errorf("csikit: driver %T implements csikit.Fencer but Options.Journal is nil: the nodes it fences must be remembered across restarts (journal.KindFence records); set a journal (journal.OpenFile, or one on the backend), or, to describe the driver without its state (Server.CSIDriver), list reflect.TypeFor[csikit.Fencer]() in Options.Disable", s.driver)
 	}
 	for _, m := range []string{csi.Controller_ControllerPublishVolume_FullMethodName, csi.Controller_ControllerUnpublishVolume_FullMethodName} {
 		if k, set := s.opts.LockKeys[m]; set && k == nil {
