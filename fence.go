@@ -129,6 +129,16 @@ func (s *Server) setupFencing() error {
 			return fmt.Errorf("csikit: driver %T implements csikit.Fencer but Options.LockKeys turns locking off for %s: fencing needs the volume's lock", s.driver, m)
 		}
 	}
+	// A journal of the driver's own may not know the fence kind (it
+	// checks kinds): refuse it now, not at the first node to fence. Only
+	// a refusal of the kind counts; a journal that cannot be reached now
+	// is the first call's business.
+	probeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_, _, perr := s.opts.Journal.LookupName(probeCtx, journal.KindFence, fenceName("csikit-probe", "csikit-probe"))
+	cancel()
+	if status.Code(perr) == codes.InvalidArgument {
+		return fmt.Errorf("csikit: driver %T implements csikit.Fencer but Options.Journal refuses journal.KindFence records (%s): a journal serving a Fencer must store them; docs/fencing.md gives their layout", s.driver, status.Convert(perr).Message())
+	}
 	fs := &fencing{fencer: f, journal: s.opts.Journal, locks: s.Locks, log: s.log, pairs: map[string]FencedNode{}}
 	if l, ok := s.opts.Journal.(journal.RecordLister); ok {
 		recs, err := l.Records(context.Background(), journal.KindFence)

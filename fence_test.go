@@ -393,8 +393,21 @@ func (fenceOnly) Holds(context.Context, string, string) (bool, error) { return f
 func (fenceOnly) Fence(context.Context, string, string) error         { return nil }
 func (fenceOnly) Unfence(context.Context, string, string) error       { return nil }
 
+// oldJournal is a journal of a driver's own that knows only the kinds
+// of v0.1.0.
+type oldJournal struct{ *journal.Memory }
+
+func (j oldJournal) LookupName(ctx context.Context, kind journal.Kind, name string) (journal.Record, bool, error) {
+	if kind > journal.KindGroupSnapshot {
+		return journal.Record{}, false, statusErr(codes.InvalidArgument, fmt.Sprintf("journal: unknown kind %d", kind))
+	}
+	return j.Memory.LookupName(ctx, kind, name)
+}
+
 func TestNewServerRefusesAnIncompleteFencer(t *testing.T) {
 	base := csikit.Options{Name: "fence.csikit.dev", Version: "v1", Journal: journal.NewMemory()}
+	oldKinds := base
+	oldKinds.Journal = oldJournal{journal.NewMemory()}
 	noJournal := base
 	noJournal.Journal = nil
 	noLocks := base
@@ -411,6 +424,7 @@ func TestNewServerRefusesAnIncompleteFencer(t *testing.T) {
 		{"ControllerPublisher disabled", newFenceDriver(), noPublish, "does not serve ControllerPublishVolume"},
 		{"no journal", newFenceDriver(), noJournal, "Options.Journal is nil"},
 		{"no locks", newFenceDriver(), noLocks, "turns locking off"},
+		{"journal without the fence kind", newFenceDriver(), oldKinds, "refuses journal.KindFence records (journal: unknown kind 4)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := csikit.NewServer(c.driver, c.opts)
