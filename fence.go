@@ -44,7 +44,9 @@ import (
 // and the attach-detach controller's force detach.
 type Fencer interface {
 	// Holds reports whether nodeID may still write to volumeID (a
-	// mapping, lock, watcher, or recorded client).
+	// mapping, lock, watcher, or recorded client). It answers false, not
+	// an error, for a volume that no longer exists: an error keeps the
+	// unpublish failing (Unavailable) until Holds can answer.
 	Holds(ctx context.Context, volumeID, nodeID string) (bool, error)
 	// Fence cuts nodeID off volumeID; after it returns nil no write from
 	// nodeID can land. Idempotent.
