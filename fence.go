@@ -44,7 +44,9 @@ import (
 // and the attach-detach controller's force detach.
 type Fencer interface {
 	// Holds reports whether nodeID may still write to volumeID (a
-	// mapping, lock, watcher, or recorded client).
+	// mapping, lock, watcher, or recorded client). It answers false, not
+	// an error, for a volume that no longer exists: an error keeps the
+	// unpublish failing (Unavailable) until Holds can answer.
 	Holds(ctx context.Context, volumeID, nodeID string) (bool, error)
 	// Fence cuts nodeID off volumeID; after it returns nil no write from
 	// nodeID can land. Idempotent.
@@ -122,12 +124,22 @@ func (s *Server) setupFencing() error {
 		return fmt.Errorf("csikit: driver %T implements csikit.Fencer but does not serve ControllerPublishVolume: fencing happens at ControllerUnpublishVolume, so implement csikit.ControllerPublisher, or list reflect.TypeFor[csikit.Fencer]() in Options.Disable", s.driver)
 	}
 	if s.opts.Journal == nil {
-		return fmt.Errorf("csikit: driver %T implements csikit.Fencer but Options.Journal is nil: the nodes it fences must be remembered across restarts (journal.KindFence records); set a journal (journal.OpenFile, or one on the backend)", s.driver)
+		return fmt.Errorf("csikit: driver %T implements csikit.Fencer but Options.Journal is nil: the nodes it fences must be remembered across restarts (journal.KindFence records); set a journal (journal.OpenFile, or one on the backend), or, to describe the driver without its state (Server.CSIDriver), list reflect.TypeFor[csikit.Fencer]() in Options.Disable", s.driver)
 	}
 	for _, m := range []string{csi.Controller_ControllerPublishVolume_FullMethodName, csi.Controller_ControllerUnpublishVolume_FullMethodName} {
 		if k, set := s.opts.LockKeys[m]; set && k == nil {
 			return fmt.Errorf("csikit: driver %T implements csikit.Fencer but Options.LockKeys turns locking off for %s: fencing needs the volume's lock", s.driver, m)
 		}
+	}
+	// A journal of the driver's own may not know the fence kind (it
+	// checks kinds): refuse it now, not at the first node to fence. Only
+	// a refusal of the kind counts; a journal that cannot be reached now
+	// is the first call's business.
+	probeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_, _, perr := s.opts.Journal.LookupName(probeCtx, journal.KindFence, fenceName("csikit-probe", "csikit-probe"))
+	cancel()
+	if status.Code(perr) == codes.InvalidArgument {
+		return fmt.Errorf("csikit: driver %T implements csikit.Fencer but Options.Journal refuses journal.KindFence records (%s): a journal serving a Fencer must store them; docs/fencing.md gives their layout", s.driver, status.Convert(perr).Message())
 	}
 	fs := &fencing{fencer: f, journal: s.opts.Journal, locks: s.Locks, log: s.log, pairs: map[string]FencedNode{}}
 	if l, ok := s.opts.Journal.(journal.RecordLister); ok {

@@ -13,6 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/internal/testenv"
@@ -391,8 +393,21 @@ func (fenceOnly) Holds(context.Context, string, string) (bool, error) { return f
 func (fenceOnly) Fence(context.Context, string, string) error         { return nil }
 func (fenceOnly) Unfence(context.Context, string, string) error       { return nil }
 
+// oldJournal is a journal of a driver's own that knows only the kinds
+// of v0.1.0.
+type oldJournal struct{ *journal.Memory }
+
+func (j oldJournal) LookupName(ctx context.Context, kind journal.Kind, name string) (journal.Record, bool, error) {
+	if kind > journal.KindGroupSnapshot {
+		return journal.Record{}, false, statusErr(codes.InvalidArgument, fmt.Sprintf("journal: unknown kind %d", kind))
+	}
+	return j.Memory.LookupName(ctx, kind, name)
+}
+
 func TestNewServerRefusesAnIncompleteFencer(t *testing.T) {
 	base := csikit.Options{Name: "fence.csikit.dev", Version: "v1", Journal: journal.NewMemory()}
+	oldKinds := base
+	oldKinds.Journal = oldJournal{journal.NewMemory()}
 	noJournal := base
 	noJournal.Journal = nil
 	noLocks := base
@@ -409,6 +424,7 @@ func TestNewServerRefusesAnIncompleteFencer(t *testing.T) {
 		{"ControllerPublisher disabled", newFenceDriver(), noPublish, "does not serve ControllerPublishVolume"},
 		{"no journal", newFenceDriver(), noJournal, "Options.Journal is nil"},
 		{"no locks", newFenceDriver(), noLocks, "turns locking off"},
+		{"journal without the fence kind", newFenceDriver(), oldKinds, "refuses journal.KindFence records (journal: unknown kind 4)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := csikit.NewServer(c.driver, c.opts)
@@ -433,4 +449,41 @@ func TestNewServerRefusesAnIncompleteFencer(t *testing.T) {
 	testenv.WantCode(t, srv.Unfence(context.Background(), "v", "n"), codes.FailedPrecondition)
 	_, err = srv.FencedNodes(context.Background())
 	testenv.WantCode(t, err, codes.FailedPrecondition)
+}
+
+// The fencing service on the driver's endpoint lists and lifts fences,
+// through the server's interceptors.
+func TestFencingService(t *testing.T) {
+	ctx := context.Background()
+	d := newFenceDriver()
+	d.holdsAfter = true
+	s := serve(t, d, csikit.Options{Journal: journal.NewMemory()})
+	if _, err := s.controller().ControllerPublishVolume(ctx, publishReq("vol-1", "node-a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.controller().ControllerUnpublishVolume(ctx, unpublishReq("vol-1", "node-a")); err != nil {
+		t.Fatal(err)
+	}
+	list := new(structpb.Struct)
+	if err := s.conn.Invoke(ctx, "/"+csikit.FencingService+"/List", &emptypb.Empty{}, list); err != nil {
+		t.Fatal(err)
+	}
+	fenced := list.GetFields()["fenced"].GetListValue().GetValues()
+	if len(fenced) != 1 || !list.GetFields()["complete"].GetBoolValue() {
+		t.Fatalf("List = %v, want one complete entry", list)
+	}
+	e := fenced[0].GetStructValue().GetFields()
+	if e["volume_id"].GetStringValue() != "vol-1" || e["node_id"].GetStringValue() != "node-a" || !e["done"].GetBoolValue() || e["since"].GetStringValue() == "" {
+		t.Fatalf("List entry = %v", e)
+	}
+	bad, _ := structpb.NewStruct(map[string]any{"node_id": "node-a"})
+	err := s.conn.Invoke(ctx, "/"+csikit.FencingService+"/Unfence", bad, &emptypb.Empty{})
+	testenv.WantCode(t, err, codes.InvalidArgument)
+	req, _ := structpb.NewStruct(map[string]any{"volume_id": "vol-1", "node_id": "node-a"})
+	if err := s.conn.Invoke(ctx, "/"+csikit.FencingService+"/Unfence", req, &emptypb.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.controller().ControllerPublishVolume(ctx, publishReq("vol-1", "node-a")); err != nil {
+		t.Fatalf("publish after Unfence through the service: %v", err)
+	}
 }

@@ -119,6 +119,9 @@ func NewServer(driver any, opts Options) (*Server, error) {
 	if err := s.buildChain(); err != nil {
 		return nil, err
 	}
+	if s.fence != nil {
+		s.registerFencing()
+	}
 	return s, nil
 }
 

@@ -5,6 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/csikit/csikit/journal"
 )
 
@@ -54,5 +57,18 @@ func TestRecordsListsEveryRecordOfAKind(t *testing.T) {
 	}
 	if journal.KindFence.String() != "fence" {
 		t.Fatalf("KindFence.String() = %q", journal.KindFence.String())
+	}
+}
+
+// Sweep never releases a fence: an unconfirmed fence is no abandoned
+// create.
+func TestSweepRefusesFences(t *testing.T) {
+	j := journal.NewMemory()
+	_, err := journal.Sweep(context.Background(), journal.SweepOptions{
+		Journal: j, Kind: journal.KindFence,
+		Clean: func(context.Context, journal.Record) error { return nil },
+	})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("Sweep(KindFence) = %v, want InvalidArgument", err)
 	}
 }
