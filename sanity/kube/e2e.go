@@ -233,7 +233,8 @@ func (r *E2EResult) Summary() string {
 // RunE2E runs Kubernetes' e2e.test against the cluster of o.Kubeconfig
 // with the storage suites of o.TestDriver, its test images from
 // E2ERegistry, and returns the counts of its JUnit report. A failing spec
-// is no error: only a run that produced no report is.
+// is no error; a run that produced no report, ran no spec or failed with
+// no failed spec in its report (interrupted) is.
 func RunE2E(ctx context.Context, o E2EOptions) (*E2EResult, error) {
 	if o.Focus == "" {
 		o.Focus = "External.Storage"
@@ -297,6 +298,12 @@ func RunE2E(ctx context.Context, o E2EOptions) (*E2EResult, error) {
 		return nil, fmt.Errorf("kube: e2e.test (%v) left no report (log: %s): %w", runErr, log.Name(), err)
 	}
 	res.Duration = time.Since(start)
+	if runErr != nil && res.Failed == 0 {
+		return nil, fmt.Errorf("kube: e2e.test: %w, but its report names no failed spec: interrupted or broken (log: %s)", runErr, log.Name())
+	}
+	if res.Passed+res.Failed+res.Skipped == 0 {
+		return nil, fmt.Errorf("kube: e2e.test ran no spec (focus %q, skip %q; log: %s)", o.Focus, skip, log.Name())
+	}
 	return res, nil
 }
 
