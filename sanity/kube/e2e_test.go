@@ -3,6 +3,7 @@ package kube_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +25,18 @@ var e2eKinds = map[string]struct{ fsType, focus, skip string }{
 	"ext4":      {fsType: "ext4", skip: `\(block volmode\)`},
 	"xfs":       {fsType: "xfs", skip: `\(block volmode\)`},
 	"block":     {focus: `\(block volmode\)`},
+}
+
+// hostIP is the address of the host's default route (a UDP "connect"
+// sends nothing).
+func hostIP(t *testing.T) string {
+	t.Helper()
+	c, err := net.Dial("udp4", "203.0.113.1:9")
+	if err != nil {
+		t.Fatalf("the host's address (its default route): %v", err)
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).IP.String()
 }
 
 // TestE2E runs Kubernetes' own storage e2e suite (e2e.test, focus
@@ -94,7 +107,8 @@ func TestE2E(t *testing.T) {
 	env = kube.Start(t, kube.Options{
 		DriverName: hostpathName, NodeName: "node-1", BinDir: binDir,
 		Sidecars: []string{}, // the Deployment's sidecars only
-		Kubelet:  &kube.KubeletOptions{Images: images},
+		// The suite runs kubectl exec: the API server must reach kubelet.
+		Kubelet: &kube.KubeletOptions{Images: images, NodeIP: hostIP(t)},
 		// The suite deletes a namespace per spec and uses generic
 		// ephemeral volumes (owned by their pods).
 		ExtraArgs: map[string][]string{"kube-controller-manager": {

@@ -11,7 +11,8 @@
 #
 # FOCUS='provisioning|snapshottable' narrows the run (a regular expression
 # over the spec names, after External.Storage), SKIP adds to the skipped
-# specs ([Serial], [Disruptive] and [Feature:...] always), PROCS runs specs
+# specs ([Serial], [Disruptive], [Alpha] and features other than snapshots
+# and xfs always: kube.DefaultE2ESkip, DefaultE2ELabelFilter), PROCS runs specs
 # in that many processes (default 2), OUT keeps the JUnit file, the logs,
 # the StorageClass and test-driver.yaml (default: a new temporary
 # directory). Needs root, go, runc, containernetworking-plugins,
