@@ -254,7 +254,7 @@ func mounted(path string) bool {
 // sbTarget serves the controller with node A in-process (the Run's
 // target) and node B on a socket of its own, and returns the config of
 // the SplitBrain area for them.
-func sbTarget(t *testing.T, fence bool, trials int) (sanity.Target, sanity.Config) {
+func sbTarget(t *testing.T, fence bool, trials int) (sanity.Target, sanity.Config, *sbDriver) {
 	t.Helper()
 	dir := t.TempDir()
 	t.Cleanup(func() { detachLoopsUnder(t, dir) })
@@ -303,7 +303,7 @@ func sbTarget(t *testing.T, fence bool, trials int) (sanity.Target, sanity.Confi
 			},
 		},
 	}
-	return sanity.Driver(driver, opts), cfg
+	return sanity.Driver(driver, opts), cfg, d
 }
 
 func needSplitBrainTools(t *testing.T) {
@@ -320,8 +320,21 @@ func needSplitBrainTools(t *testing.T) {
 // filesystem are intact.
 func TestSplitBrainFencingDriverPasses(t *testing.T) {
 	needSplitBrainTools(t)
-	target, cfg := sbTarget(t, true, 3)
+	target, cfg, d := sbTarget(t, true, 3)
 	sanity.Run(t, target, cfg)
+	// Each trial fenced node A (and only A): the pass is the fence's.
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	fencedA := 0
+	for k := range d.cut {
+		if !strings.HasSuffix(k, "/node-a") {
+			t.Errorf("fenced %s, want node A only", k)
+		}
+		fencedA++
+	}
+	if fencedA != 3 {
+		t.Errorf("node A fenced off %d volumes, want 3 (one per trial)", fencedA)
+	}
 }
 
 // splitBrainEnv makes TestSplitBrainHelper run the non-fencing driver.
@@ -334,7 +347,7 @@ func TestSplitBrainHelper(t *testing.T) {
 	if os.Getenv(splitBrainEnv) == "" {
 		t.Skip("run by TestSplitBrainCatchesLateWrites in a child process")
 	}
-	target, cfg := sbTarget(t, false, 2)
+	target, cfg, _ := sbTarget(t, false, 2)
 	sanity.Run(t, target, cfg)
 }
 
