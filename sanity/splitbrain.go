@@ -310,7 +310,12 @@ func lateWrites(got, first []byte, lastA int64, unpublished time.Time) string {
 		}
 		changed++
 		if len(late) < 3 {
-			late = append(late, fmt.Sprintf("stamp %d written %s after the unpublish", st.seq, st.at.Sub(unpublished).Round(time.Millisecond)))
+			if d := st.at.Sub(unpublished).Round(time.Millisecond); d >= 0 {
+				late = append(late, fmt.Sprintf("stamp %d written %s after the unpublish", st.seq, d))
+			} else {
+				// Stamped, then frozen before the write: it landed late.
+				late = append(late, fmt.Sprintf("stamp %d (stamped %s before the unpublish, written after)", st.seq, -d))
+			}
 		}
 	}
 	return fmt.Sprintf("%d records rewritten by node A after it was frozen (its last stamp before: %d), e.g. %s",
