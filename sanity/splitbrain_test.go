@@ -39,6 +39,7 @@ import (
 // after which its writes fail with EIO.
 type sbDriver struct {
 	dir string
+	fs  string // "ext4" (default) or "xfs"
 	// lateFence makes ControllerUnpublishVolume fence the node itself,
 	// but only lateFence after answering OK: the bug the rule forbids.
 	lateFence time.Duration
@@ -58,6 +59,11 @@ func (d *sbDriver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest)
 	h := sha256.Sum256([]byte(r.GetName()))
 	id := "sb" + hex.EncodeToString(h[:8])
 	size := max(r.GetCapacityRange().GetRequiredBytes(), 32<<20)
+	mkfs := []string{"mkfs.ext4", "-q", "-F"}
+	if d.fs == "xfs" {
+		size = max(size, 320<<20) // mkfs.xfs's minimum
+		mkfs = []string{"mkfs.xfs", "-q", "-f"}
+	}
 	if _, err := os.Stat(d.img(id)); err != nil {
 		tmp := d.img(id) + ".tmp"
 		if err := os.WriteFile(tmp, nil, 0o600); err != nil {
@@ -66,7 +72,7 @@ func (d *sbDriver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest)
 		if err := os.Truncate(tmp, size); err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
 		}
-		if _, err := command.Run(ctx, "mkfs.ext4", []string{"-q", "-F", tmp}, command.Options{}); err != nil {
+		if _, err := command.Run(ctx, mkfs[0], append(mkfs[1:], tmp), command.Options{}); err != nil {
 			return nil, err
 		}
 		if err := os.Rename(tmp, d.img(id)); err != nil {
@@ -194,7 +200,13 @@ func (n sbNode) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeReque
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.Mount(dev, staging, "ext4", 0, ""); err != nil {
+	fs, data := "ext4", ""
+	if n.d.fs == "xfs" {
+		// Both nodes mount one filesystem, whose UUID XFS would refuse
+		// to see twice on one host.
+		fs, data = "xfs", "nouuid"
+	}
+	if err := unix.Mount(dev, staging, fs, 0, data); err != nil {
 		_ = block.DetachLoop(ctx, dev)
 		return nil, status.Errorf(codes.Internal, "mount %s on %s: %v", dev, staging, err)
 	}
@@ -263,10 +275,16 @@ func mounted(path string) bool {
 // "none" (no fencing) or "late" (the driver fences a second after it
 // answered the unpublish).
 func sbTarget(t *testing.T, mode string, trials int) (sanity.Target, sanity.Config, *sbDriver) {
+	return sbTargetFS(t, mode, "ext4", trials)
+}
+
+// sbTargetFS is sbTarget with volumes of filesystem fs.
+func sbTargetFS(t *testing.T, mode, fs string, trials int) (sanity.Target, sanity.Config, *sbDriver) {
 	t.Helper()
 	dir := t.TempDir()
 	t.Cleanup(func() { detachLoopsUnder(t, dir) })
 	d := newSBDriver(dir)
+	d.fs = fs
 	if mode == "late" {
 		d.lateFence = 1500 * time.Millisecond
 	}
@@ -345,6 +363,21 @@ func TestSplitBrainFencingDriverPasses(t *testing.T) {
 	}
 	if fencedA != 3 {
 		t.Errorf("node A fenced off %d volumes, want 3 (one per trial)", fencedA)
+	}
+}
+
+// The harness is the filesystem's to pass too: xfs on the fencing
+// driver, checked by xfs_repair -n.
+func TestSplitBrainFencingDriverPassesXFS(t *testing.T) {
+	needSplitBrainTools(t)
+	testenv.RequireCommand(t, "mkfs.xfs", "xfsprogs")
+	testenv.RequireCommand(t, "xfs_repair", "xfsprogs")
+	target, cfg, d := sbTargetFS(t, "fence", "xfs", 2)
+	sanity.Run(t, target, cfg)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.cut) != 2 {
+		t.Errorf("node A fenced off %d volumes, want 2 (one per trial)", len(d.cut))
 	}
 }
 
