@@ -56,6 +56,14 @@ type KubeletOptions struct {
 	// loopback only, and the Node's IP the one kubelet picks (the API
 	// server cannot reach kubelet).
 	NodeIP string
+	// ExtraNodes are more nodes on the same host, each a kubelet with its
+	// own containerd (a kubelet removes the containers of its runtime it
+	// did not start), root, pod log and cgroup directories, bridge and pod
+	// subnet, registering a Node of its own name: pods scheduled to them
+	// run beside the first node's (Options.NodeName), e.g. to move a
+	// volume from one node to another. The scheduler and the host's
+	// iptables chains are shared. See KubeletNode and FreezeNode.
+	ExtraNodes []NodeOptions
 	// HostLockWait bounds the wait for another kubelet-mode environment on
 	// the host, of this or any other process, to end (default 15m): one
 	// runs at a time, as kubelet's host directories and iptables chains are

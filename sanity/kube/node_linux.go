@@ -52,6 +52,13 @@ type node struct {
 	containerd *Process
 	kubelet    *Process
 	scheduler  *Process
+	// name is the Node's name; images the tarballs imported into
+	// containerd (an extra node imports the same); extra are the nodes of
+	// KubeletOptions.ExtraNodes (on the first node only), stopped before
+	// it.
+	name   string
+	images []string
+	extra  []*node
 }
 
 // iptChain is an iptables chain kubelet creates: removed on stop unless it
@@ -132,7 +139,10 @@ func (e *Env) startNode(t testing.TB, ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	n := &node{opts: k, dir: filepath.Join(e.Dir, "node"), id: id, bridge: "csikit" + id}
+	if err := checkExtraNodes(e.Opts.NodeName, k.ExtraNodes); err != nil {
+		return err
+	}
+	n := &node{opts: k, dir: filepath.Join(e.Dir, "node"), id: id, bridge: "csikit" + id, name: e.Opts.NodeName}
 	n.root = filepath.Join(n.dir, "kubelet")
 	n.sock = filepath.Join(n.dir, "containerd.sock")
 	e.node = n
@@ -205,12 +215,13 @@ func (e *Env) startNode(t testing.TB, ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("kube: containerd not ready: %w", err)
 	}
-	for _, img := range append(images, k.Images...) {
+	n.images = append(images, k.Images...)
+	for _, img := range n.images {
 		if out, err := n.ctr(rctx, "--namespace=k8s.io", "images", "import", "--local", "--snapshotter=native", img); err != nil {
 			return fmt.Errorf("kube: import %s into containerd: %v: %s", img, err, out)
 		}
 	}
-	if err := e.routeAPIService(svc); err != nil {
+	if err := e.routeAPIService(n, svc); err != nil {
 		return err
 	}
 	t2 := time.Now()
@@ -284,6 +295,11 @@ func (e *Env) startNode(t testing.TB, ctx context.Context) error {
 	}
 	t.Logf("kube: kubelet mode: images built in %s, containerd ready and images imported in %s, Node ready in %s",
 		t1.Sub(t0).Round(time.Millisecond), t2.Sub(t1).Round(time.Millisecond), time.Since(t2).Round(time.Millisecond))
+	for _, x := range k.ExtraNodes {
+		if err := e.startExtraNode(t, ctx, x, svc); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -315,8 +331,7 @@ func (e *Env) apiService(ctx context.Context) (*corev1.Service, error) {
 // address may not be a loopback address. kubelet's KUBE-FIREWALL drops
 // other traffic from pods to 127.0.0.0/8 (it accepts DNATed connections
 // only).
-func (e *Env) routeAPIService(svc *corev1.Service) error {
-	n := e.node
+func (e *Env) routeAPIService(n *node, svc *corev1.Service) error {
 	u, err := url.Parse(e.Config.Host)
 	if err != nil {
 		return fmt.Errorf("kube: API server address %q: %w", e.Config.Host, err)
@@ -633,6 +648,11 @@ func (e *Env) stopNode() []error {
 			errs = append(errs, err)
 		}
 	}
+	// The extra nodes' pods are gone: stop their kubelets and runtimes
+	// while this node's host state (iptables chains) still exists.
+	for _, x := range n.extra {
+		errs = append(errs, x.stopExtra()...)
+	}
 	for _, p := range []*Process{n.scheduler, n.kubelet} {
 		if p != nil {
 			if err := p.Stop(); err != nil {
@@ -713,6 +733,9 @@ func (e *Env) Leftovers() []string {
 	}
 	if pids := n.shimPIDs(); len(pids) > 0 {
 		out = append(out, fmt.Sprintf("shim PIDs %v", pids))
+	}
+	for _, x := range n.extra {
+		out = append(out, x.leftovers()...)
 	}
 	for _, c := range n.chains {
 		if chainExists(c) {

@@ -1,0 +1,206 @@
+package kube_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/csikit/csikit/sanity/kube"
+)
+
+// TestKubeletTwoNodes runs two kubelets on this host (node-1 and, from
+// KubeletOptions.ExtraNodes, node-2), each with its own containerd: a pod
+// pinned to each node runs on it, and neither kubelet kills the other's
+// containers. Then the non-graceful node shutdown of Kubernetes: a
+// StatefulSet's pod runs on node-2, node-2 is frozen (FreezeNode) until
+// it is NotReady, tainted node.kubernetes.io/out-of-service:NoExecute,
+// and the pod is force-deleted and recreated on node-1; node-2, untainted
+// and thawed, turns Ready again.
+func TestKubeletTwoNodes(t *testing.T) {
+	kubeletPrereqs(t)
+	var env *kube.Env
+	t.Cleanup(func() {
+		if env != nil {
+			if left := env.Leftovers(); len(left) > 0 {
+				t.Errorf("the kubelet mode left on the host: %v", left)
+			}
+		}
+	})
+	t0 := time.Now()
+	env = kube.Start(t, kube.Options{
+		DriverName: "none.csikit.example", Sidecars: []string{},
+		ExtraArgs: map[string][]string{kube.BinControllerManager: {
+			// Added to the harness's list (a repeated string-slice flag appends).
+			"--controllers=taint-eviction-controller,pod-garbage-collector-controller,statefulset-controller",
+			// NotReady 12 s after the last status (default 50 s).
+			"--node-monitor-grace-period=12s",
+		}},
+		Kubelet: &kube.KubeletOptions{ExtraNodes: []kube.NodeOptions{{Name: "node-2"}}},
+	})
+	t.Logf("two-node environment started in %s", time.Since(t0).Round(time.Millisecond))
+	createNamespace(t, env)
+	h := &h{t: t, env: env, ctx: context.Background()}
+	for _, name := range []string{"node-1", "node-2"} {
+		kn, ok := env.KubeletNode(name)
+		if !ok || kn.Name != name || kn.KubeletDir == "" || kn.ContainerdAddress == "" {
+			t.Fatalf("KubeletNode(%q) = %+v, %v", name, kn, ok)
+		}
+	}
+	n1, _ := env.KubeletNode("node-1")
+	n2, _ := env.KubeletNode("node-2")
+	if n1.KubeletDir == n2.KubeletDir || n1.ContainerdAddress == n2.ContainerdAddress {
+		t.Fatalf("the nodes share state: %+v %+v", n1, n2)
+	}
+	if n1.KubeletDir != env.KubeletDir() || n1.ContainerdAddress != env.ContainerdAddress() {
+		t.Errorf("KubeletNode(node-1) = %+v, want the first node's KubeletDir %s and containerd %s", n1, env.KubeletDir(), env.ContainerdAddress())
+	}
+	if _, ok := env.KubeletNode("node-3"); ok {
+		t.Error("KubeletNode(node-3) found a node that does not exist")
+	}
+
+	// A pod on each node, placed by the scheduler.
+	for _, name := range []string{"node-1", "node-2"} {
+		p := h.podSpec("on-"+name, "sleep 3600")
+		p.Spec.NodeSelector = map[string]string{"kubernetes.io/hostname": name}
+		h.createPod(p)
+	}
+	for _, name := range []string{"node-1", "node-2"} {
+		if p := h.ready("on-" + name); p.Spec.NodeName != name {
+			t.Fatalf("pod on-%s runs on %s", name, p.Spec.NodeName)
+		}
+	}
+	// Each kubelet cleans up, every 2 s, the pods of its runtime it does
+	// not know: with one containerd they would kill each other's.
+	time.Sleep(12 * time.Second)
+	for _, name := range []string{"node-1", "node-2"} {
+		p := h.get("on-" + name)
+		if p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) != 1 ||
+			p.Status.ContainerStatuses[0].RestartCount != 0 || p.Status.ContainerStatuses[0].State.Running == nil {
+			t.Fatalf("pod on-%s not running undisturbed after 12 s: %s", name, h.podState(h.ctx, p))
+		}
+	}
+	h.deletePod("on-node-1")
+
+	// The non-graceful node shutdown: a StatefulSet's pod preferring node-2.
+	c := env.Client
+	one := int32(1)
+	pod := h.podSpec("web", "sleep 3600")
+	pod.Spec.RestartPolicy = corev1.RestartPolicyAlways
+	pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+			Weight: 100, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
+				Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{"node-2"}}}},
+		}}}}
+	labels := map[string]string{"app": "web"}
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: &one, ServiceName: "web",
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod.Spec},
+		},
+	}
+	if _, err := c.AppsV1().StatefulSets(ns).Create(h.ctx, sts, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	old := h.ready("web-0")
+	if old.Spec.NodeName != "node-2" {
+		t.Fatalf("web-0 scheduled to %s, want node-2", old.Spec.NodeName)
+	}
+
+	tFreeze := time.Now()
+	thaw, err := env.FreezeNode("node-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	thawed := false
+	t.Cleanup(func() {
+		if !thawed {
+			if err := thaw(); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	waitNodeReady(t, env, "node-2", corev1.ConditionUnknown)
+	tNotReady := time.Now()
+	oos := corev1.Taint{Key: "node.kubernetes.io/out-of-service", Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}
+	setTaint(t, env, "node-2", &oos)
+	var moved *corev1.Pod
+	kube.WaitFor(t, kubeletWait, "web-0 recreated on node-1 and Ready", func(ctx context.Context) (bool, string, error) {
+		p, err := c.CoreV1().Pods(ns).Get(ctx, "web-0", metav1.GetOptions{})
+		if err != nil {
+			return false, "web-0: " + err.Error(), nil
+		}
+		if p.UID == old.UID {
+			return false, fmt.Sprintf("web-0 still the old pod (deletion %v): %s", p.DeletionTimestamp, h.podState(ctx, p)), nil
+		}
+		moved = p
+		for _, cd := range p.Status.Conditions {
+			if cd.Type == corev1.PodReady && cd.Status == corev1.ConditionTrue {
+				return p.Spec.NodeName == "node-1", "on " + p.Spec.NodeName, nil
+			}
+		}
+		return false, "on " + p.Spec.NodeName + ": " + h.podState(ctx, p), nil
+	})
+	if moved.Spec.NodeName != "node-1" {
+		t.Fatalf("web-0 recreated on %s, want node-1", moved.Spec.NodeName)
+	}
+	t.Logf("non-graceful shutdown: node-2 NotReady %s after the freeze; web-0 Ready on node-1 %s after the taint (%s in all)",
+		tNotReady.Sub(tFreeze).Round(time.Millisecond), time.Since(tNotReady).Round(time.Millisecond), time.Since(tFreeze).Round(time.Millisecond))
+
+	// The admin's side after the node is back: untaint, and it is Ready.
+	setTaint(t, env, "node-2", nil)
+	thawed = true
+	if err := thaw(); err != nil {
+		t.Fatal(err)
+	}
+	waitNodeReady(t, env, "node-2", corev1.ConditionTrue)
+	if p := h.get("web-0"); p.UID != moved.UID || p.Spec.NodeName != "node-1" {
+		t.Errorf("web-0 after node-2 came back: uid %s on %s, want %s on node-1", p.UID, p.Spec.NodeName, moved.UID)
+	}
+}
+
+// waitNodeReady waits for the Node's Ready condition to have status want.
+func waitNodeReady(t *testing.T, env *kube.Env, name string, want corev1.ConditionStatus) {
+	t.Helper()
+	kube.WaitFor(t, kubeletWait, "Node "+name+" Ready="+string(want), func(ctx context.Context) (bool, string, error) {
+		nd, err := env.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		for _, cd := range nd.Status.Conditions {
+			if cd.Type == corev1.NodeReady {
+				return cd.Status == want, fmt.Sprintf("Ready=%s (%s), taints %v", cd.Status, cd.Message, nd.Spec.Taints), nil
+			}
+		}
+		return false, "no Ready condition", nil
+	})
+}
+
+// setTaint adds taint to the Node (nil: removes the out-of-service taint).
+func setTaint(t *testing.T, env *kube.Env, name string, taint *corev1.Taint) {
+	t.Helper()
+	kube.WaitFor(t, wait, "taint of Node "+name+" updated", func(ctx context.Context) (bool, string, error) {
+		nd, err := env.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		var ts []corev1.Taint
+		for _, x := range nd.Spec.Taints {
+			if x.Key != "node.kubernetes.io/out-of-service" {
+				ts = append(ts, x)
+			}
+		}
+		if taint != nil {
+			ts = append(ts, *taint)
+		}
+		nd.Spec.Taints = ts
+		_, err = env.Client.CoreV1().Nodes().Update(ctx, nd, metav1.UpdateOptions{})
+		return err == nil, fmt.Sprint(err), nil // a conflict retries
+	})
+}
