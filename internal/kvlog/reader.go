@@ -56,9 +56,13 @@ func (r Reader) ForEachFrom(bucket, from string, fn func(key string, value []byt
 	}
 	m := r.db.state[bucket]
 	var err error
+	var buf []byte // each value is valid only during its call
 	x.ascend(from, func(k string) bool {
 		var v []byte
-		if v, err = r.db.read(m[k]); err == nil {
+		if v, err = r.db.readInto(buf, m[k]); err == nil {
+			if cap(v) > cap(buf) {
+				buf = v[:0]
+			}
 			err = fn(k, v)
 		}
 		return err == nil
