@@ -93,6 +93,9 @@ type Options struct {
 	// renews it every third of that. The sweep of abandoned creates only
 	// takes over reservations whose lease expired.
 	CreateLease time.Duration
+	// FenceExpiry is how long a fence's blocklist entries last unless
+	// Unfence lifts them first (default DefaultFenceExpiry).
+	FenceExpiry time.Duration
 	// OpTimeout bounds every Ceph operation (default 30s).
 	OpTimeout time.Duration
 	// Runner, when set, runs every external tool of the node, the
@@ -115,6 +118,8 @@ type Driver struct {
 
 	mu   sync.Mutex
 	seen map[string]seenPool // pools requests named, for the calls without secrets
+
+	fence fenceState
 }
 
 // seenPool is a pool the driver served with some credentials.
@@ -148,6 +153,9 @@ func New(o Options) (*Driver, error) {
 	}
 	if o.OpTimeout <= 0 {
 		o.OpTimeout = 30 * time.Second
+	}
+	if o.FenceExpiry <= 0 {
+		o.FenceExpiry = DefaultFenceExpiry
 	}
 	run := execTools(o.OpTimeout)
 	if o.Runner != nil {
