@@ -21,6 +21,14 @@
 #                       from the Go module proxy
 #   make test-tools     tools: the release tooling (modproxy, apicheck)
 #   make test-all       make test, then the three above
+# and, for encryption at rest, two runs in the VM lane (dm-crypt exists only
+# there here) that are not part of CI:
+#   make bench-crypt       package crypt's benchmarks: stage/unstage latency and
+#                          sequential write, plain vs encrypted on the same
+#                          kind of device (CRYPT_BENCHTIME, default 20x)
+#   make sanity-encrypted  every sanity area against encrypted hostpath volumes
+#                          (CI runs DataPath and Encryption; all areas take
+#                          well over 15 minutes under TCG)
 # and, lighter, one that needs Debian's Python gRPC packages (apt-get):
 #   make python-sanity  csikit sanity against examples/python, a driver in
 #                       Python, correct and with each of its planted bugs
@@ -30,7 +38,7 @@ GO ?= go
 GOTESTFLAGS ?=
 NESTED_MODULES := examples/rbd sanity/kube sanity/upstream tools
 
-.PHONY: test test-rbd test-rbd-vm test-kube test-upstream test-tools test-all python-sanity run setup
+.PHONY: test test-rbd test-rbd-vm test-kube test-upstream test-tools test-all python-sanity run setup bench-crypt sanity-encrypted
 
 setup:
 	./scripts/setup.sh
@@ -59,6 +67,16 @@ test-all: test test-rbd test-kube test-upstream test-tools
 
 python-sanity:
 	examples/python/ci.sh
+
+CRYPT_BENCHTIME ?= 20x
+bench-crypt:
+	d=$$(mktemp -d) && trap 'rm -rf "$$d"' EXIT && \
+	$(GO) test -tags cryptbench -c -o "$$d/crypt.test" ./crypt && \
+	$(GO) run ./csitest/vmtest/vmrun -modules dm-crypt,loop,ext4,xfs -- \
+		"$$d/crypt.test -test.run '^\$$' -test.bench . -test.benchtime $(CRYPT_BENCHTIME) -test.benchmem"
+
+sanity-encrypted:
+	$(GO) test -tags encryptedsanity -count=1 -timeout 120m -v -run '^TestSanityEncryptedAllAreas$$' ./examples/hostpath/driver
 
 run:
 	$(GO) run ./examples/hostpath

@@ -69,6 +69,11 @@ func (s *Server) buildChain() error {
 				return err
 			}
 		}
+		if s.fence != nil {
+			if err := o.Registry.Register(s.fence.gauge(o.Name)); err != nil {
+				return err
+			}
+		}
 	}
 	keys := LockKeys()
 	maps.Copy(keys, o.LockKeys) // nil values: no locks (New drops them)

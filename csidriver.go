@@ -1,6 +1,12 @@
 package csikit
 
-import "github.com/csikit/csikit/k8s/csidriver"
+import (
+	"maps"
+	"slices"
+
+	"github.com/csikit/csikit/k8s/csidriver"
+	"github.com/csikit/csikit/k8s/testdriver"
+)
 
 // CSIDriver returns the Kubernetes CSIDriver object (storage.k8s.io/v1)
 // for this server, derived from the same capabilities it advertises:
@@ -18,4 +24,22 @@ import "github.com/csikit/csikit/k8s/csidriver"
 //	obj, err := srv.CSIDriver(csidriver.Options{})
 func (s *Server) CSIDriver(opts csidriver.Options) (*csidriver.Object, error) {
 	return csidriver.FromCapabilities(s.opts.Name, s.caps.Controller, s.caps.Node, opts)
+}
+
+// TestDriver returns the test-driver definition of Kubernetes' external
+// storage e2e suite (e2e.test -storage.testdriver) for this server, from
+// the capabilities it advertises and its Options: Block from VolumeModes,
+// the access modes it serves, MaxVolumesPerNode and the keys of Topology
+// replace those fields of opts. opts carries the rest (the StorageClass
+// file, the filesystem types, whether volumes are bound to one node, …).
+// Print it with its YAML method.
+func (s *Server) TestDriver(opts testdriver.Options) (*testdriver.Definition, error) {
+	opts.Block = s.opts.VolumeModes&Block != 0
+	opts.AccessModes = slices.Clone(s.vcfg.AccessModes)
+	opts.MaxVolumesPerNode = s.opts.MaxVolumesPerNode
+	opts.TopologyKeys = slices.Sorted(maps.Keys(s.opts.Topology))
+	c := s.caps
+	return testdriver.FromCapabilities(s.opts.Name, testdriver.Capabilities{
+		Plugin: c.Plugin, Controller: c.Controller, Node: c.Node, Group: c.Group,
+	}, opts)
 }

@@ -8,6 +8,10 @@
 // spec's codes before the driver runs, recovers panics, logs with request IDs
 // and without secrets, serializes calls per volume, makes CreateVolume and
 // CreateSnapshot retries idempotent, and drains in-flight calls on shutdown.
+// A driver that can cut a node off a volume (Fencer) has it done at
+// ControllerUnpublishVolume before the call answers OK, so a node that hung
+// rather than died never writes to a volume published elsewhere
+// (see the fencing guide in the docs directory).
 //
 // The spec-level pieces it is built from live under csi/ (csi/endpoint,
 // csi/validation, csi/secrets, csi/requestid, csi/logging, csi/recovery)
@@ -25,7 +29,7 @@
 // kubelet registration, the sweep, and one HTTP server for /metrics and
 // the named checks of /healthz and /readyz), capacity turns a
 // CapacityRange into a size, topology selects accessible topology, the k8s
-// packages (k8s/registration, k8s/keys, k8s/csidriver) speak Kubernetes'
+// packages (k8s/registration, k8s/keys, k8s/csidriver, k8s/testdriver) speak Kubernetes'
 // conventions, csitest serves a driver in-process or runs its binary for its tests
 // (csitest/vmtest runs the tests that need a stock kernel in a VM, and the
 // command csitest/vmtest/vmrun runs any commands there), and

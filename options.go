@@ -101,7 +101,7 @@ type Options struct {
 	//
 	// Each entry must be one of this package's driver interfaces
 	// (Provisioner, ControllerPublisher, Modifier, NodeStager, VolumeLookup,
-	// …); NewServer refuses anything else.
+	// Fencer, …); NewServer refuses anything else.
 	Disable []reflect.Type
 
 	// Alpha opts in to alpha RPCs and capabilities of the spec. Without it

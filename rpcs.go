@@ -60,9 +60,11 @@ var rpcs = []rpc{
 		ctrl(csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME).locks(locks.CreateVolumeKeys).mutating(),
 	unary(csi.Controller_DeleteVolume_FullMethodName, Provisioner.DeleteVolume).
 		ctrl(csi.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME).locks(locks.DeleteVolumeKeys).mutating(),
-	unary(csi.Controller_ControllerPublishVolume_FullMethodName, ControllerPublisher.ControllerPublishVolume).
+	// A Fencer's nodes are fenced at unpublish and refused at publish
+	// until unfenced (fence.go).
+	fenced(unary(csi.Controller_ControllerPublishVolume_FullMethodName, ControllerPublisher.ControllerPublishVolume), (*fencing).publish).
 		ctrl(csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME).locks(locks.VolumeIDKeys).mutating(),
-	unary(csi.Controller_ControllerUnpublishVolume_FullMethodName, ControllerPublisher.ControllerUnpublishVolume).
+	fenced(unary(csi.Controller_ControllerUnpublishVolume_FullMethodName, ControllerPublisher.ControllerUnpublishVolume), (*fencing).unpublish).
 		ctrl(csi.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME).locks(locks.VolumeIDKeys).mutating(),
 	// Without a CapabilityValidator, csikit answers from a VolumeLookup
 	// (or the alpha VolumeGetter): NotFound from the lookup, else the

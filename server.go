@@ -38,6 +38,7 @@ type Server struct {
 	served   map[string]bool // full method name → served (after alpha filtering)
 	vcfg     validation.Config
 	idem     *idempotency.Interceptor
+	fence    *fencing // the driver's Fencer and its state; nil without one
 	metrics  *metrics.ServerMetrics
 	log      *slog.Logger
 	// callLog is Options.Logger as given, for the logging interceptor:
@@ -109,11 +110,17 @@ func NewServer(driver any, opts Options) (*Server, error) {
 	} else if ctrl && opts.ListPublishedNodes && !s.served[csi.Controller_ListVolumes_FullMethodName] {
 		return nil, fmt.Errorf("csikit: Options.ListPublishedNodes advertises LIST_VOLUMES_PUBLISHED_NODES, but driver %T does not serve ListVolumes (implement csikit.VolumeLister, or drop the option)", driver)
 	}
+	if err := s.setupFencing(); err != nil {
+		return nil, err
+	}
 	s.caps = s.deriveCapabilities()
 	s.vcfg = validationConfig(&opts, implements[Snapshotter](s), &s.caps)
 
 	if err := s.buildChain(); err != nil {
 		return nil, err
+	}
+	if s.fence != nil {
+		s.registerFencing()
 	}
 	return s, nil
 }
@@ -255,7 +262,7 @@ func (s *Server) JournalErr() error { return journalHealthy(s) }
 
 // driverInterfaces are the interfaces Options.Disable may name.
 func driverInterfaces() map[reflect.Type]bool {
-	m := map[reflect.Type]bool{reflect.TypeFor[VolumeLookup](): true}
+	m := map[reflect.Type]bool{reflect.TypeFor[VolumeLookup](): true, reflect.TypeFor[Fencer](): true}
 	for i := range rpcs {
 		if rpcs[i].iface != nil {
 			m[rpcs[i].iface] = true

@@ -9,6 +9,7 @@ import (
 
 	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/k8s/csidriver"
+	"github.com/csikit/csikit/k8s/testdriver"
 )
 
 // ListenAndServe serves until its context ends, then drains in-flight
@@ -63,4 +64,25 @@ func ExampleServer_CSIDriver() {
 	//   storageCapacity: false
 	//   requiresRepublish: false
 	//   seLinuxMount: false
+}
+
+// TestDriver derives the test-driver file of Kubernetes' storage e2e
+// suite from the same capabilities, plus the server's volume modes and
+// access modes: a driver that gains block volumes gains the suite's block
+// cases.
+func ExampleServer_TestDriver() {
+	srv, err := csikit.NewServer(fullController{}, csikit.Options{Name: "toy.vendor.example", Version: "v1.0.0",
+		VolumeModes: csikit.Mount | csikit.Block})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	d, err := srv.TestDriver(testdriver.Options{StorageClassFile: "deploy/storageclass.yaml"})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(d.Name, "block:", d.Capabilities[testdriver.Block], "expansion:", d.Capabilities[testdriver.ControllerExpansion])
+	// Output:
+	// toy.vendor.example block: true expansion: false
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/csikit/csikit/block"
 	"github.com/csikit/csikit/command"
 	"github.com/csikit/csikit/internal/logctx"
 )
@@ -124,8 +126,10 @@ type Options struct {
 // concurrent use; callers serialise calls on one device or mapping (csikit
 // does, by volume ID).
 type Crypt struct {
-	o   Options
-	log *slog.Logger
+	o         Options
+	log       *slog.Logger
+	mapperDir string                           // MapperDir; tests point it elsewhere
+	sizeOf    func(path string) (int64, error) // a mapping's size; tests fake it
 }
 
 // New returns a Crypt configured by o.
@@ -140,7 +144,7 @@ func New(o Options) *Crypt {
 	if o.Logger != nil {
 		base = o.Logger.Handler()
 	}
-	return &Crypt{o: o, log: slog.New(logctx.NewHandler(base))}
+	return &Crypt{o: o, log: slog.New(logctx.NewHandler(base)), mapperDir: MapperDir, sizeOf: block.DeviceSize}
 }
 
 // run runs cryptsetup with args; key, when not nil, goes to its stdin.
@@ -274,11 +278,23 @@ type Status struct {
 }
 
 // Status reports the mapping name: Active is false (and the error nil)
-// when there is none.
+// when there is none. A mapping whose node is missing from /dev/mapper
+// counts as none, without a cryptsetup run (the common case at stage:
+// each run costs a process and libcryptsetup's start); a mapping without
+// its node could not be mounted or published anyway.
 func (c *Crypt) Status(ctx context.Context, name string) (Status, error) {
 	if err := checkName(name); err != nil {
 		return Status{}, err
 	}
+	if _, err := os.Lstat(filepath.Join(c.mapperDir, name)); errors.Is(err, fs.ErrNotExist) {
+		return Status{Path: filepath.Join(MapperDir, name)}, nil
+	}
+	return c.status(ctx, name)
+}
+
+// status is Status by `cryptsetup status`, also for a mapping without
+// its node.
+func (c *Crypt) status(ctx context.Context, name string) (Status, error) {
 	res, err := c.run(ctx, nil, "status", name)
 	if exitCode(err) == 4 {
 		return Status{Path: filepath.Join(MapperDir, name)}, nil
@@ -361,13 +377,8 @@ func (c *Crypt) Open(ctx context.Context, device, name string, key []byte, allow
 	if err := checkKey(key); err != nil {
 		return "", err
 	}
-	luks, err := c.IsLUKS(ctx, device)
-	if err != nil {
-		return "", err
-	}
-	if !luks {
-		return "", status.Errorf(codes.FailedPrecondition, "device %s has no LUKS header: format it first", device)
-	}
+	// No isLuks first: cryptsetup open checks the header itself, and a
+	// failure is told apart below, off the common path.
 	args := []string{"open", "--type", "luks2", "--key-file=-"}
 	if allowDiscards {
 		args = append(args, "--allow-discards")
@@ -379,7 +390,19 @@ func (c *Crypt) Open(ctx context.Context, device, name string, key []byte, allow
 			return "", status.Errorf(codes.InvalidArgument,
 				"the encryption key does not open the LUKS header on %s (no key slot takes it): check the node-stage secret; the device was not changed", device)
 		case 5:
+			// Mapped already, its node missing (a /dev apart from the
+			// host's), or the device busy.
+			if st, serr := c.status(ctx, name); serr == nil && st.Active && sameDevice(st.Device, device) {
+				return st.Path, nil
+			}
 			return "", status.Errorf(codes.AlreadyExists, "mapping %s exists or %s is in use: %v", name, device, err)
+		}
+		if ctx.Err() == nil {
+			if luks, lerr := c.IsLUKS(ctx, device); lerr != nil {
+				return "", lerr
+			} else if !luks {
+				return "", status.Errorf(codes.FailedPrecondition, "device %s has no LUKS header: format it first", device)
+			}
 		}
 		return "", wrap(ctx, err, codes.Internal, "open %s as %s", device, name)
 	}
@@ -393,12 +416,11 @@ func (c *Crypt) Close(ctx context.Context, name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	st, err := c.Status(ctx, name)
-	if err != nil || !st.Active {
-		return err
-	}
+	// No status first: close of a missing mapping fails with 4. (Not the
+	// node check of Status either: a mapping whose node is missing must
+	// still be closed.)
 	if _, err := c.run(ctx, nil, "close", name); err != nil {
-		if exitCode(err) == 4 { // gone meanwhile
+		if exitCode(err) == 4 { // no such mapping
 			return nil
 		}
 		if exitCode(err) == 5 {
@@ -418,26 +440,31 @@ func (c *Crypt) Resize(ctx context.Context, name string, key []byte) (int64, err
 	if err := checkKey(key); err != nil {
 		return 0, err
 	}
-	st, err := c.Status(ctx, name)
-	if err != nil {
+	if err := checkName(name); err != nil {
 		return 0, err
 	}
-	if !st.Active {
-		return 0, status.Errorf(codes.FailedPrecondition, "mapping %s is not open: stage the volume first", name)
+	notOpen := status.Errorf(codes.FailedPrecondition, "mapping %s is not open: stage the volume first", name)
+	node := filepath.Join(c.mapperDir, name)
+	before, err := c.sizeOf(node)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, notOpen
 	}
 	if _, err := c.run(ctx, key, "resize", "--key-file=-", name); err != nil {
-		if exitCode(err) == 2 {
+		switch exitCode(err) {
+		case 2:
 			return 0, status.Errorf(codes.InvalidArgument,
 				"the encryption key does not open the LUKS header of mapping %s: check the node-stage secret", name)
+		case 4:
+			return 0, notOpen
 		}
 		return 0, wrap(ctx, err, codes.Internal, "resize mapping %s", name)
 	}
-	after, err := c.Status(ctx, name)
+	after, err := c.sizeOf(node)
 	if err != nil {
-		return 0, err
+		return 0, status.Errorf(codes.Internal, "size of mapping %s after the resize: %v", name, err)
 	}
-	if after.Sectors != st.Sectors {
-		c.log.InfoContext(ctx, "resized mapping", "mapping", name, "from", st.Sectors*512, "to", after.Sectors*512)
+	if after != before {
+		c.log.InfoContext(ctx, "resized mapping", "mapping", name, "from", before, "to", after)
 	}
-	return after.Sectors * 512, nil
+	return after, nil
 }

@@ -22,6 +22,11 @@
 //     call (or of the driver before a restart) through cryptsetup status
 //     and returns it when it maps the same device (codes.AlreadyExists
 //     when it maps another); Close of a missing mapping succeeds.
+//   - Few cryptsetup runs (each is a process and libcryptsetup's start):
+//     a mapping whose /dev/mapper node is missing is known closed without
+//     one, and failures are told apart after the fact. A first stage runs
+//     cryptsetup 3 times (isLuks, luksFormat, open), a restage, an
+//     unstage or an expansion once.
 //   - A mapping's name comes from the volume ID through MappingName: a
 //     fixed prefix and a hash, so any ID (slashes, 200 bytes, unicode)
 //     gives a valid device-mapper name of fixed length, and two IDs never

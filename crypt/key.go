@@ -17,8 +17,27 @@ const SecretKey = "encryptionPassphrase"
 
 // KeyProvider gives the passphrase of a volume: from the CSI call's
 // secret (SecretKeys), or from a KMS, which may wrap a per-volume key.
-// Key rotation (cryptsetup luksAddKey, then luksKillSlot of the old slot)
-// is not part of this interface yet.
+//
+// Key rotation is a follow-up, not done yet. The plan: an optional
+// interface beside this one,
+//
+//	type Rotator interface {
+//		// NextKey returns the volume's new passphrase, and the old one
+//		// the header opens with now.
+//		NextKey(ctx context.Context, volumeID string) (next, current []byte, err error)
+//	}
+//
+// and Crypt.AddKey (cryptsetup luksAddKey into a free slot, the current
+// passphrase authorising it) then Crypt.KillSlot (luksKillSlot of the
+// slot the current one opens, authorised by the new one), run at stage
+// when the provider is a Rotator, so a crash between the two leaves a
+// header both passphrases open. What blocks it: luksAddKey needs two
+// secrets at once, and command.Run passes one (stdin); the second needs
+// an inherited pipe (cryptsetup's --new-keyfile=/dev/fd/3), which package
+// command does not offer yet. Until then rotate by hand on a node where
+// the volume is staged: cryptsetup luksAddKey, then luksKillSlot, then
+// update the secret. (LUKS2's volume key is unchanged by either: a
+// re-encryption, cryptsetup reencrypt, is what changes it.)
 type KeyProvider interface {
 	Key(ctx context.Context, volumeID string) ([]byte, error)
 }

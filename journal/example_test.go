@@ -6,6 +6,7 @@ import (
 	"log"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -281,4 +282,43 @@ func ExampleKV_Watch() {
 	// total: 4
 	// after b: c
 	// after b: d
+}
+
+// A driver's start visits every record of a large space with Scan, which
+// reads the file sequentially; the order is the file's, so what needs an
+// order sorts.
+func ExampleKV_Scan() {
+	dir, err := os.MkdirTemp("", "csikit-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	j, err := journal.OpenFile(filepath.Join(dir, "journal.db"), journal.FileOptions{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer j.Close()
+	volumes, err := j.KV("volumes")
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, id := range []string{"vol-b", "vol-a", "vol-c"} {
+		if err := volumes.Put(ctx, id, []byte(`{"size":1073741824}`)); err != nil {
+			log.Fatal(err)
+		}
+	}
+	var ids []string
+	var total int
+	err = volumes.Scan(func(id string, v []byte) error {
+		ids = append(ids, id) // the value is valid only during the call
+		total += len(v)
+		return nil
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	slices.Sort(ids)
+	fmt.Println(ids, total)
+	// Output: [vol-a vol-b vol-c] 57
 }

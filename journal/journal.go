@@ -21,9 +21,18 @@ const (
 	KindVolume Kind = iota + 1
 	KindSnapshot
 	KindGroupSnapshot
+	// KindFence records the nodes a csikit.Server fenced off a volume
+	// (csikit.Fencer): the name is the volume and node pair, a reserved
+	// record means fencing started, a committed one that it finished,
+	// and releasing the record lifts the fence. docs/fencing.md gives the
+	// layout. A journal shared by such a server must accept this kind.
+	KindFence
 )
 
-// String returns "volume", "snapshot" or "group snapshot".
+// lastKind is the highest Kind a journal of this package stores.
+const lastKind = KindFence
+
+// String returns "volume", "snapshot", "group snapshot" or "fence".
 func (k Kind) String() string {
 	switch k {
 	case KindVolume:
@@ -32,11 +41,13 @@ func (k Kind) String() string {
 		return "snapshot"
 	case KindGroupSnapshot:
 		return "group snapshot"
+	case KindFence:
+		return "fence"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
-func (k Kind) valid() bool { return k >= KindVolume && k <= KindGroupSnapshot }
+func (k Kind) valid() bool { return k >= KindVolume && k <= lastKind }
 
 // NameKey is the lock key of a CO's name of kind k (locks.SpaceVolumeName,
 // …): the key the create call of that name holds, so a delete of the ID
@@ -56,6 +67,9 @@ var kindSpaces = map[Kind][2]string{
 	KindVolume:        {locks.SpaceVolumeName, locks.SpaceVolume},
 	KindSnapshot:      {locks.SpaceSnapshotName, locks.SpaceSnapshot},
 	KindGroupSnapshot: {locks.SpaceGroupSnapshotName, locks.SpaceGroupSnapshot},
+	// Fence records are written under their volume's lock
+	// (locks.SpaceVolume) by csikit's Server; these keys are never taken.
+	KindFence: {"fence name", "fence"},
 }
 
 // Reservation asks a journal to bind Name to an ID.

@@ -14,8 +14,8 @@ import (
 // Size limits of a File's KV spaces. A write over them fails at
 // the call that makes it (Put, Delete, DeferPut, DeferDelete) with the
 // code named, and the journal is unaffected. The journal file as a whole
-// has no size limit but memory: it is held in memory and compacted in
-// pieces.
+// has no size limit but memory for its keys (values are read from the
+// file) and is compacted in pieces.
 const (
 	// MaxKVValue bounds one value (InvalidArgument).
 	MaxKVValue = 16 << 20
@@ -115,8 +115,8 @@ func (kv *KV) write(ctx context.Context, op deferredOp, deferred bool) error {
 // Get returns a copy of the value stored under key, and whether there is
 // one. Within a call that deferred writes to key (DeferPut, DeferDelete),
 // with that call's ctx, it returns the last of them: a call reads its own
-// writes before they are durable. Otherwise it returns the durable value.
-// Reads never touch the disk.
+// writes before they are durable. Otherwise it returns the durable value,
+// read from the file (the page cache, as a rule).
 func (kv *KV) Get(ctx context.Context, key string) (value []byte, ok bool, err error) {
 	if err := checkKey(key); err != nil {
 		return nil, false, err
@@ -140,11 +140,21 @@ func (kv *KV) Get(ctx context.Context, key string) (value []byte, ok bool, err e
 
 // ForEach calls fn for every key in key order, on one consistent view of
 // the durable values (not a call's deferred writes); value is valid only
-// during the call and must not be modified. An error from fn stops the
+// during the call and must not be modified. Keys are held in memory,
+// values are read from the file (from the page cache, as a rule) as the
+// walk reaches them. An error from fn stops the
 // walk and is returned. fn must not call the journal or its KV spaces
 // (writes wait until ForEach returns).
 func (kv *KV) ForEach(fn func(key string, value []byte) error) error {
 	return kv.j.db.View(func(r kvlog.Reader) error { return r.ForEach(kv.bucket, fn) })
+}
+
+// Scan calls fn for every key, as ForEach does, but in no particular
+// order: it reads the values in the order they are in the file, a few
+// reads of a megabyte rather than one per key, so it is the fast way to
+// visit a whole large space (at a driver's start, say).
+func (kv *KV) Scan(fn func(key string, value []byte) error) error {
+	return kv.j.db.View(func(r kvlog.Reader) error { return r.Scan(kv.bucket, fn) })
 }
 
 // ForEachAfter is ForEach over the keys after after ("" for all): a page
@@ -166,8 +176,14 @@ func (kv *KV) ForEachAfter(after string, fn func(key string, value []byte) error
 // return at that moment — so it must be quick, must not keep or modify
 // the slices, and must not call the journal. Restarting the driver
 // rebuilds the figure from the durable values; there is no unwatching.
+// The values are read from the file (see ForEach): if they cannot be, fn
+// may have seen some of them, nothing is watched, and the journal reports
+// the failure as unhealthy (File.Err) until it is reopened.
 func (kv *KV) Watch(fn func(key string, old, new []byte)) {
-	kv.j.db.Watch(kv.bucket, fn)
+	if err := kv.j.db.Watch(kv.bucket, fn); err != nil {
+		e := fmt.Errorf("%s: watch: %w", kv, err)
+		kv.j.watchErr.CompareAndSwap(nil, &e)
+	}
 }
 
 func checkKey(key string) error {

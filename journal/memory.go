@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -21,7 +22,7 @@ type Memory struct {
 // NewMemory returns an empty in-memory journal.
 func NewMemory() *Memory {
 	j := &Memory{names: map[Kind]map[string]*Record{}, ids: map[Kind]map[string]string{}}
-	for k := KindVolume; k <= KindGroupSnapshot; k++ {
+	for k := KindVolume; k <= lastKind; k++ {
 		j.names[k] = map[string]*Record{}
 		j.ids[k] = map[string]string{}
 	}
@@ -147,4 +148,19 @@ func (j *Memory) Uncommitted(ctx context.Context, kind Kind, reservedBefore time
 
 func sortOldestFirst(recs []Record) {
 	slices.SortFunc(recs, func(a, b Record) int { return a.Reserved.Compare(b.Reserved) })
+}
+
+// Records implements RecordLister.
+func (j *Memory) Records(ctx context.Context, kind Kind) ([]Record, error) {
+	if err := checkArgs(ctx, kind, "-"); err != nil {
+		return nil, err
+	}
+	j.mu.Lock()
+	out := make([]Record, 0, len(j.names[kind]))
+	for _, rec := range j.names[kind] {
+		out = append(out, copyRecord(rec))
+	}
+	j.mu.Unlock()
+	slices.SortFunc(out, func(a, b Record) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }

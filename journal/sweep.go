@@ -61,6 +61,11 @@ func Sweep(ctx context.Context, o SweepOptions) (int, error) {
 	if !o.Kind.valid() {
 		return 0, status.Errorf(codes.InvalidArgument, "journal: Sweep: unknown kind %d", uint8(o.Kind))
 	}
+	if o.Kind == KindFence {
+		// An unconfirmed fence is a node treated as fenced, not an
+		// abandoned create: releasing it would let the node back in.
+		return 0, status.Error(codes.InvalidArgument, "journal: Sweep: fence records are not reservations; csikit.Server.Unfence lifts them")
+	}
 	if o.OlderThan <= 0 {
 		o.OlderThan = 24 * time.Hour
 	}
@@ -106,4 +111,13 @@ func Sweep(ctx context.Context, o SweepOptions) (int, error) {
 		}
 	}
 	return released, errors.Join(errs...)
+}
+
+// RecordLister is a Journal that can list every record of a kind,
+// committed or not. Memory and File implement it; csikit's Server needs
+// it to know, at start, which nodes it fenced (KindFence).
+type RecordLister interface {
+	Journal
+	// Records returns every record of kind, in name order.
+	Records(ctx context.Context, kind Kind) ([]Record, error)
 }

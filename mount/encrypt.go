@@ -2,8 +2,10 @@ package mount
 
 import (
 	"context"
+	"path/filepath"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/crypt"
 )
@@ -23,10 +25,15 @@ func (m *Mounter) OpenEncrypted(ctx context.Context, device string, e Encryption
 	}
 	defer m.lock("device:" + device)()
 	name := crypt.MappingName(e.VolumeID)
-	if st, err := m.crypt.Status(ctx, name); err != nil {
+	// Open already over device: one cryptsetup run (none when the
+	// mapping's node is missing), and no key asked of a KMS. Open, below,
+	// tells the other cases apart (AlreadyExists for another device).
+	switch err := m.crypt.Check(ctx, name, device); status.Code(err) {
+	case codes.OK:
+		return filepath.Join(crypt.MapperDir, name), nil
+	case codes.FailedPrecondition:
+	default:
 		return "", err
-	} else if st.Active {
-		return m.crypt.Open(ctx, device, name, nil, e.AllowDiscards) // checks the device
 	}
 	key, err := e.Key.Key(ctx, e.VolumeID)
 	if err != nil {

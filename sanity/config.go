@@ -65,6 +65,11 @@ const (
 	// raw data in plaintext; a wrong passphrase is refused and changes
 	// nothing (runs only with Config.Encryption).
 	Encryption
+	// SplitBrain: a node that hangs while it writes, is unpublished and
+	// wakes up after the volume was published to another node never
+	// writes to it again (fencing): needs ControllerPublishVolume, a
+	// second node plugin and Config.SplitBrain; mount access type only.
+	SplitBrain
 
 	// AllAreas is every area.
 	AllAreas Area = 1<<iota - 1
@@ -113,6 +118,10 @@ type Config struct {
 	// (with Parameters and Secrets) are encrypted at rest; nil leaves it
 	// out.
 	Encryption *EncryptionConfig
+	// SplitBrain turns on the SplitBrain area: the second node plugin,
+	// how to freeze node A's data path, how to check the filesystem; nil
+	// leaves it out.
+	SplitBrain *SplitBrainConfig
 	// UnsupportedAccessModes are access modes the driver does not serve;
 	// CreateVolume with them must fail with InvalidArgument. The
 	// single-node-multi-writer modes are added automatically when the

@@ -4,7 +4,9 @@ package sanity_test
 
 import (
 	"context"
+	"fmt"
 	"os/exec"
+	"strconv"
 	"testing"
 
 	"github.com/csikit/csikit"
@@ -51,4 +53,40 @@ func ExampleEndpoint() {
 			},
 		})
 	}
+}
+
+// A block driver's split-brain test: node A is the driver's node plugin
+// at the Run's endpoint, node B a second node plugin with another node
+// ID on the same host. Freeze stops A's data-path daemon besides the
+// writer the harness stops itself; Check runs fsck on the volume's image
+// once both nodes unstaged it.
+func ExampleSplitBrainConfig() {
+	_ = func(t *testing.T) {
+		sanity.Run(t, sanity.Endpoint("unix:///run/csi/node-a.sock"), sanity.Config{
+			Areas: sanity.SplitBrain,
+			SplitBrain: &sanity.SplitBrainConfig{
+				NodeB:  "unix:///run/csi/node-b.sock",
+				Freeze: sanity.StopProcesses("rbd-fuse"),
+				Check: func(ctx context.Context, volumeID string) error {
+					return sanity.CheckFilesystem(ctx, "/var/lib/images/"+volumeID+".img")
+				},
+			},
+		})
+	}
+}
+
+// StopProcesses freezes processes by PID or name and resumes them.
+func ExampleStopProcesses() {
+	cmd := exec.Command("sleep", "10")
+	if err := cmd.Start(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	resume, err := sanity.StopProcesses(strconv.Itoa(cmd.Process.Pid))(context.Background())
+	fmt.Println("stopped:", err == nil)
+	fmt.Println("resumed:", resume() == nil)
+	// Output:
+	// stopped: true
+	// resumed: true
 }

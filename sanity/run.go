@@ -13,7 +13,8 @@ import (
 // subtests of t: Identity once, then, for each access type of
 // cfg.AccessType, the Controller, Snapshots, Expansion, Modify, Node,
 // GroupController, SnapshotMetadata, DataPath, Pagination, Concurrency and Restart areas
-// (and Encryption, with Config.Encryption), then SecretLogs and Hygiene over the whole run. With
+// (and Encryption, with Config.Encryption; SplitBrain, with
+// Config.SplitBrain), then SecretLogs and Hygiene over the whole run. With
 // Config.BackendObjects set, every case (and group) also fails that leaves
 // an object in the driver's backend. Run returns when every
 // case has finished and the in-process driver, if any, has stopped; it
@@ -96,6 +97,9 @@ func Run(t *testing.T, target Target, cfg Config) {
 			area(Restart, "Restart", restartCases)
 			if cfg.Encryption != nil {
 				area(Encryption, "Encryption", encryptionCases)
+			}
+			if cfg.SplitBrain != nil {
+				area(SplitBrain, "SplitBrain", splitBrainCases)
 			}
 		})
 	}

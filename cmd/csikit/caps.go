@@ -119,8 +119,10 @@ type advertised struct {
 	caps          map[string]bool // "Service/CAP"
 	services      map[string]bool // services the driver serves per its capabilities
 	lists         map[string][]string
+	pluginCaps    []*csi.PluginCapability
 	ctrlCaps      []*csi.ControllerServiceCapability
 	nodeCaps      []*csi.NodeServiceCapability
+	groupCaps     []*csi.GroupControllerServiceCapability
 }
 
 // discover asks the driver for its info and capabilities; failures are
@@ -148,6 +150,7 @@ func discover(ctx context.Context, conn *grpc.ClientConn, timeout time.Duration)
 	}); err != nil {
 		return nil, fmt.Errorf("Identity.GetPluginCapabilities: %s", errText(err))
 	}
+	a.pluginCaps = pc.GetCapabilities()
 	for _, c := range pc.GetCapabilities() {
 		if s := c.GetService(); s != nil {
 			a.plugin = append(a.plugin, "service "+s.GetType().String())
@@ -200,6 +203,7 @@ func discover(ctx context.Context, conn *grpc.ClientConn, timeout time.Duration)
 		}); err != nil {
 			return nil, fmt.Errorf("GroupController.GroupControllerGetCapabilities (GROUP_CONTROLLER_SERVICE is advertised): %s", errText(err))
 		}
+		a.groupCaps = r.GetCapabilities()
 		for _, c := range r.GetCapabilities() {
 			a.add("GroupController", c.GetRpc().GetType().String())
 		}

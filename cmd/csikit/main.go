@@ -1,8 +1,10 @@
 // Command csikit talks to any CSI driver over its endpoint, whatever the
 // language it is written in: it makes one CSI call (call), lists what the
 // driver advertises and checks it against what it serves (caps), runs
-// csikit's conformance harness against it (sanity), and prints the
-// Kubernetes CSIDriver object its capabilities imply (csidriver).
+// csikit's conformance harness against it (sanity), prints the
+// Kubernetes CSIDriver object its capabilities imply (csidriver), and
+// lists and lifts the fences a csikit driver put between lost nodes and
+// volumes (fences, unfence).
 //
 // Install it with
 //
@@ -65,7 +67,7 @@ type command struct {
 
 // commands returns every subcommand, sorted by name.
 func commands() []*command {
-	cs := []*command{callCommand(), capsCommand(), csidriverCommand(), sanityCommand(), completionCommand()}
+	cs := []*command{callCommand(), capsCommand(), csidriverCommand(), fencesCommand(), sanityCommand(), testdriverCommand(), unfenceCommand(), completionCommand()}
 	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
 	return cs
 }

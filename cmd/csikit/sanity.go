@@ -54,8 +54,9 @@ file whose fields are the options' names in lowerCamelCase: accessType,
 areas, fsType, volumeSize, expandSize, parameters, snapshotParameters,
 mutableParameters, secrets, unsupportedAccessModes, callTimeout,
 idempotentCount, concurrency, testAttachLimit, baseDir, skip, driverLog,
-restartCommand, backendObjectsCommand) and then from the options, which
-win.
+restartCommand, backendObjectsCommand, and splitBrain: nodeB, freeze,
+checkDevice or checkCommand, trials, settle — the SplitBrain area, file
+only) and then from the options, which win.
 
 Areas a driver does not advertise the capabilities for skip themselves
 with the reason. Without --restart-command the Restart area is skipped,

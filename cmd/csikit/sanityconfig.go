@@ -61,6 +61,65 @@ type sanityConfig struct {
 	// BackendObjectsCommand is run with sh -c to list the driver's backend
 	// objects, one a line (sanity.Config.BackendObjects).
 	BackendObjectsCommand string `json:"backendObjectsCommand,omitempty"`
+	// SplitBrain turns on the SplitBrain area (config file only).
+	SplitBrain *splitBrainConfig `json:"splitBrain,omitempty"`
+}
+
+// splitBrainConfig is sanity.SplitBrainConfig as a config file holds it.
+type splitBrainConfig struct {
+	// NodeB is the endpoint of the driver's second node plugin.
+	NodeB string `json:"nodeB"`
+	// Freeze names the processes of node A's data path to stop besides
+	// the writer (names or PIDs, sanity.StopProcesses).
+	Freeze []string `json:"freeze,omitempty"`
+	// CheckDevice is the path of a volume's device or image, with
+	// {volume_id} replaced, checked by sanity.CheckFilesystem.
+	CheckDevice string `json:"checkDevice,omitempty"`
+	// CheckCommand is run with sh -c and $VOLUME_ID set instead; exit
+	// status 0 means the filesystem is clean.
+	CheckCommand string `json:"checkCommand,omitempty"`
+	Trials       int    `json:"trials,omitempty"`
+	// Settle: a Go duration.
+	Settle string `json:"settle,omitempty"`
+}
+
+// harnessConfig turns c into sanity.SplitBrainConfig.
+func (c *splitBrainConfig) harnessConfig() (*sanity.SplitBrainConfig, error) {
+	if c.NodeB == "" {
+		return nil, fmt.Errorf("splitBrain: nodeB (the second node plugin's endpoint) is required")
+	}
+	if c.CheckDevice != "" && c.CheckCommand != "" {
+		return nil, fmt.Errorf("splitBrain: checkDevice and checkCommand both set: want one")
+	}
+	out := &sanity.SplitBrainConfig{NodeB: absEndpoint(c.NodeB), Trials: c.Trials}
+	if c.Settle != "" {
+		d, err := time.ParseDuration(c.Settle)
+		if err != nil {
+			return nil, fmt.Errorf("splitBrain: settle: %v", err)
+		}
+		out.Settle = d
+	}
+	if len(c.Freeze) > 0 {
+		out.Freeze = sanity.StopProcesses(c.Freeze...)
+	}
+	switch {
+	case c.CheckDevice != "":
+		tmpl := c.CheckDevice
+		out.Check = func(ctx context.Context, id string) error {
+			return sanity.CheckFilesystem(ctx, strings.ReplaceAll(tmpl, "{volume_id}", id))
+		}
+	case c.CheckCommand != "":
+		cmdline := c.CheckCommand
+		out.Check = func(ctx context.Context, id string) error {
+			cmd := exec.CommandContext(ctx, "sh", "-c", cmdline)
+			cmd.Env = append(os.Environ(), "VOLUME_ID="+id)
+			if b, err := cmd.CombinedOutput(); err != nil {
+				return fmt.Errorf("check command %q: %v\n%s", cmdline, err, b)
+			}
+			return nil
+		}
+	}
+	return out, nil
 }
 
 // sanityFlags binds a flag for every sanityConfig field; apply copies the
@@ -82,7 +141,7 @@ func (f *sanityFlags) add(fs *flag.FlagSet) {
 	f.fs = fs
 	f.params, f.snapParams, f.mutableParams, f.skip = mapFlag{}, mapFlag{}, mapFlag{}, mapFlag{}
 	fs.StringVar(&f.accessType, "access-type", "", "`TYPE` of the volume cases: mount, block or both (default mount)")
-	fs.StringVar(&f.areas, "areas", "", "comma-separated `AREAS` to run: all, or names of Identity, Controller, Snapshots, Expansion, Modify, Node, GroupController, DataPath, Concurrency, Restart, Pagination, SecretLogs, Hygiene, SnapshotMetadata; -Name leaves one out (e.g. all,-Restart) (default all)")
+	fs.StringVar(&f.areas, "areas", "", "comma-separated `AREAS` to run: all, or names of Identity, Controller, Snapshots, Expansion, Modify, Node, GroupController, DataPath, Concurrency, Restart, Pagination, SecretLogs, Hygiene, SnapshotMetadata, SplitBrain (with splitBrain in --config); -Name leaves one out (e.g. all,-Restart) (default all)")
 	fs.StringVar(&f.fsType, "fs-type", "", "fs_type of mount capabilities (default: the driver chooses)")
 	fs.StringVar(&f.volumeSize, "volume-size", "", "`SIZE` of test volumes, in bytes or with a suffix (Ki, Mi, Gi, k, M, G) (default 32Mi)")
 	fs.StringVar(&f.expandSize, "expand-size", "", "`SIZE` the expansion cases ask for (default twice --volume-size)")
@@ -173,7 +232,7 @@ var areaNames = map[string]sanity.Area{
 	"Expansion": sanity.Expansion, "Modify": sanity.Modify, "Node": sanity.Node,
 	"GroupController": sanity.GroupController, "DataPath": sanity.DataPath, "Concurrency": sanity.Concurrency,
 	"Restart": sanity.Restart, "Pagination": sanity.Pagination, "SecretLogs": sanity.SecretLogs,
-	"Hygiene": sanity.Hygiene, "SnapshotMetadata": sanity.SnapshotMetadata,
+	"Hygiene": sanity.Hygiene, "SnapshotMetadata": sanity.SnapshotMetadata, "SplitBrain": sanity.SplitBrain,
 }
 
 // parseSize reads bytes with an optional binary or decimal suffix.
@@ -281,6 +340,11 @@ func (c sanityConfig) harnessConfig() (sanity.Config, error) {
 				return fmt.Errorf("restart command %q: %v\n%s", cmdline, err, b)
 			}
 			return nil
+		}
+	}
+	if c.SplitBrain != nil {
+		if out.SplitBrain, err = c.SplitBrain.harnessConfig(); err != nil {
+			return out, err
 		}
 	}
 	if c.BackendObjectsCommand != "" {

@@ -100,7 +100,11 @@ func Delegate(t *testing.T, opts Options) bool {
 			bootErr[key] = err
 		} else {
 			vms[key] = v
-			t.Logf("vmtest: booted %s under %s in %v", v.Lane.KernelVersion, accelName(v.Lane), v.BootTime.Round(time.Millisecond))
+			t.Logf("vmtest: booted %s under %s in %v, ready for the first test %v later (modules, udev, setup)",
+				v.Lane.KernelVersion, accelName(v.Lane), v.BootTime.Round(time.Millisecond), v.SetupTime.Round(time.Millisecond))
+			if v.KVMError != nil {
+				t.Logf("vmtest: KVM not used: %v", v.KVMError)
+			}
 		}
 	}
 	vmsMu.Unlock()

@@ -2,7 +2,8 @@
 
 // Package vmtest runs commands, and tests that need a real kernel, in a
 // virtual machine: Debian's stock kernel (package linux-image-amd64) under
-// qemu (KVM where /dev/kvm works, TCG otherwise), with the host's root
+// qemu (KVM where /dev/kvm works and boots the guest, TCG otherwise,
+// VM.KVMError saying why), with the host's root
 // shared read-only over 9p, so the host's tools and test binaries run
 // unchanged, a writable scratch directory shared at the same path, tmpfs
 // on /run (TMPDIR is /run/tmp) and no network device: a guest test's
@@ -189,20 +190,21 @@ func kvmMarker() string {
 	return filepath.Join(os.TempDir(), "csikit-vmtest-kvm-hangs-"+strings.TrimSpace(string(id)))
 }
 
-func kvmHangs() bool {
-	_, err := os.Stat(kvmMarker())
-	return err == nil
-}
-
-func markKVMHangs() { _ = os.WriteFile(kvmMarker(), nil, 0o644) }
-
 // VM is a running guest.
 type VM struct {
 	// BootTime is how long the guest took from qemu's start to the
 	// agent's first word.
 	BootTime time.Duration
+	// SetupTime is how long, after BootTime, loading the modules,
+	// starting udev and Options.Setup took: the guest is ready for its
+	// first command BootTime+SetupTime after qemu's start.
+	SetupTime time.Duration
 	// Lane is what it runs on.
 	Lane Lane
+	// KVMError, when the guest runs under TCG, says why KVM was not used:
+	// /dev/kvm missing, or the error of a KVM boot on this host (qemu's
+	// abort, or a guest that did not reach its agent in time).
+	KVMError error
 
 	opts    Options
 	dir     string // host working directory: sockets, console log
@@ -227,31 +229,62 @@ func Start(ctx context.Context, opts Options) (*VM, error) {
 	if err != nil {
 		return nil, err
 	}
-	if lane.KVM && kvmHangs() {
-		lane.KVM = false
-	}
-	kvmOpts := opts
-	if lane.KVM && kvmOpts.BootTimeout > kvmBootTimeout {
-		kvmOpts.BootTimeout = kvmBootTimeout
-	}
-	v, err := boot(ctx, lane, kvmOpts, exe)
-	if err != nil && lane.KVM {
-		// A /dev/kvm that opens but does not run this guest (nested
-		// virtualization without the features the kernel wants): TCG,
-		// for this process and later ones until the host reboots.
-		markKVMHangs()
-		lane.KVM = false
-		var tcgErr error
-		if v, tcgErr = boot(ctx, lane, opts, exe); tcgErr != nil {
-			return nil, fmt.Errorf("%v (with KVM: %v)", tcgErr, err)
-		}
-	} else if err != nil {
+	v, err := startOn(ctx, lane, opts, func(ctx context.Context, l Lane, o Options) (*VM, error) { return boot(ctx, l, o, exe) }, kvmMarker())
+	if err != nil {
 		return nil, err
 	}
+	began := time.Now()
 	if err := v.prepare(ctx); err != nil {
 		v.Close()
 		return nil, err
 	}
+	v.SetupTime = time.Since(began)
+	return v, nil
+}
+
+// startOn boots a VM on lane with boot, choosing the accelerator: KVM
+// when /dev/kvm works and no earlier boot on this host found that it does
+// not run the guest (the marker file exists), bounded by kvmBootTimeout;
+// TCG otherwise, and after a KVM boot that fails, which writes the marker
+// so that later VMs, in this process and others until the host reboots,
+// go straight to TCG. The VM's KVMError says why KVM was not used.
+func startOn(ctx context.Context, lane Lane, opts Options, boot func(context.Context, Lane, Options) (*VM, error), marker string) (*VM, error) {
+	var kvmErr error
+	if lane.KVM {
+		if b, err := os.ReadFile(marker); err == nil {
+			why := strings.TrimSpace(string(b))
+			if why == "" {
+				why = "its reason was not recorded"
+			}
+			lane.KVM = false
+			kvmErr = fmt.Errorf("an earlier boot on this host (%s) found KVM unusable: %s", marker, why)
+		}
+	} else {
+		kvmErr = errors.New("/dev/kvm does not open or answer KVM_GET_API_VERSION")
+	}
+	if lane.KVM {
+		kvmOpts := opts
+		if kvmOpts.BootTimeout > kvmBootTimeout {
+			kvmOpts.BootTimeout = kvmBootTimeout
+		}
+		v, err := boot(ctx, lane, kvmOpts)
+		if err == nil {
+			return v, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		// A /dev/kvm that opens but does not run this guest (nested
+		// virtualization without the features the kernel wants).
+		_ = os.WriteFile(marker, []byte(err.Error()+"\n"), 0o644)
+		lane.KVM = false
+		kvmErr = err
+	}
+	v, err := boot(ctx, lane, opts)
+	if err != nil {
+		return nil, fmt.Errorf("%w (under TCG; KVM not used: %v)", err, kvmErr)
+	}
+	v.KVMError = kvmErr
 	return v, nil
 }
 

@@ -84,7 +84,10 @@ func TestVMRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer vm.Close()
-	t.Logf("boot to agent: %v (KVM %v)", vm.BootTime, vm.Lane.KVM)
+	t.Logf("boot to agent: %v (KVM %v; KVM not used: %v)", vm.BootTime, vm.Lane.KVM, vm.KVMError)
+	if !vm.Lane.KVM && vm.KVMError == nil {
+		t.Error("a TCG guest without KVMError: it must say why KVM was not used")
+	}
 	res, err := vm.Run(ctx, vmtest.Command{Argv: []string{"bash", "-c", `echo "$GREETING"; uname -r; echo out >` + vm.Scratch() + `/f; exit 3`}})
 	if err != nil {
 		t.Fatal(err)

@@ -14,10 +14,13 @@ type Tx struct {
 	batch   map[string]map[string]*[]byte // earlier functions' writes; nil value = deleted
 	own     map[string]map[string]*[]byte
 	ownSize int
+	err     error // the first failed read: the function's writes are discarded
 }
 
 // Get returns the value of key in bucket as this transaction sees it, or
-// nil. The slice must not be modified.
+// nil. The slice must not be modified. If the value cannot be read from
+// the file Get returns nil and the Update fails with that error, its
+// writes discarded.
 func (tx *Tx) Get(bucket, key string) []byte {
 	for _, layer := range []map[string]map[string]*[]byte{tx.own, tx.batch} {
 		if v, ok := layer[bucket][key]; ok {
@@ -27,7 +30,15 @@ func (tx *Tx) Get(bucket, key string) []byte {
 			return *v
 		}
 	}
-	return tx.db.state[bucket][key]
+	l, ok := tx.db.state[bucket][key]
+	if !ok {
+		return nil
+	}
+	v, err := tx.db.read(l)
+	if err != nil && tx.err == nil {
+		tx.err = err
+	}
+	return v
 }
 
 // Put sets key in bucket to a copy of value.
@@ -37,13 +48,13 @@ func (tx *Tx) Put(bucket, key string, value []byte) {
 		v = []byte{}
 	}
 	tx.set(bucket, key, &v)
-	tx.ownSize += int(opSize(bucket, key, v))
+	tx.ownSize += int(opSize(bucket, key, len(v)))
 }
 
 // Delete removes key from bucket; a missing key is not an error.
 func (tx *Tx) Delete(bucket, key string) {
 	tx.set(bucket, key, nil)
-	tx.ownSize += int(opSize(bucket, key, nil))
+	tx.ownSize += int(opSize(bucket, key, 0))
 }
 
 func (tx *Tx) set(bucket, key string, v *[]byte) {
@@ -146,7 +157,10 @@ func (db *DB) commit(batch []*write) {
 	errs := make([]error, len(batch))
 	for i, w := range batch {
 		tx := &Tx{db: db, batch: merged}
-		if errs[i] = run(w.fn, tx); errs[i] != nil {
+		if errs[i] = run(w.fn, tx); errs[i] == nil {
+			errs[i] = tx.err
+		}
+		if errs[i] != nil {
 			continue
 		}
 		if tx.ownSize > MaxRecord {
@@ -197,6 +211,15 @@ func run(fn func(*Tx) error, tx *Tx) (err error) {
 	return fn(tx)
 }
 
+// applied is one op of a record, for the state once the record is durable.
+type applied struct {
+	b, k string
+	v    *[]byte // nil for a delete
+	at   int     // a put's value's offset in the payload
+	old  []byte  // the value replaced, for a watched bucket
+	read bool    // old was read (or there was none)
+}
+
 // append writes merged as the next record and, once it is durable, applies
 // it to the in-memory state.
 func (db *DB) append(merged map[string]map[string]*[]byte, size int) error {
@@ -207,25 +230,40 @@ func (db *DB) append(merged map[string]map[string]*[]byte, size int) error {
 		buckets = append(buckets, b)
 	}
 	slices.Sort(buckets) // deterministic files, for tests and diffs
+	var ops []applied
+	// Watched buckets' replaced values are read now, before anything is
+	// written: a read that fails then fails the write, not a watcher.
+	db.mu.RLock()
 	for _, b := range buckets {
+		watched := len(db.watches[b]) > 0
 		keys := make([]string, 0, len(merged[b]))
 		for k := range merged[b] {
 			keys = append(keys, k)
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			v := merged[b][k]
+			op := applied{b: b, k: k, v: merged[b][k], read: watched}
 			if old, ok := db.state[b][k]; ok {
-				delta -= opSize(b, k, old)
+				delta -= opSize(b, k, old.len())
+				if watched {
+					var err error
+					if op.old, err = db.read(old); err != nil {
+						db.mu.RUnlock()
+						return err
+					}
+				}
 			}
-			if v == nil {
+			if op.v == nil {
 				payload = appendOp(payload, opDelete, b, k, nil)
 			} else {
-				payload = appendOp(payload, opPut, b, k, *v)
-				delta += opSize(b, k, *v)
+				payload = appendOp(payload, opPut, b, k, *op.v)
+				op.at = len(payload) - len(*op.v)
+				delta += opSize(b, k, len(*op.v))
 			}
+			ops = append(ops, op)
 		}
 	}
+	db.mu.RUnlock()
 	if err := db.recover(); err != nil {
 		return err
 	}
@@ -238,6 +276,10 @@ func (db *DB) append(merged map[string]map[string]*[]byte, size int) error {
 			// again once it has grown by another CompactAt.
 			db.nextCompact = db.end + db.opts.CompactAt
 		}
+	}
+	base := db.end + recHeader // where the payload goes
+	if base+int64(len(payload)) > maxOff {
+		return fmt.Errorf("kvlog: the file would pass %d bytes", int64(maxOff))
 	}
 	rec := db.frame(db.seq+1, payload)
 	if err := db.grow(db.f, int64(len(rec))); err != nil {
@@ -253,38 +295,47 @@ func (db *DB) append(merged map[string]map[string]*[]byte, size int) error {
 	db.end += int64(len(rec))
 
 	db.mu.Lock()
-	for b, m := range merged {
-		dst, x := db.state[b], db.index[b]
+	defer db.mu.Unlock()
+	for _, op := range ops {
+		dst, x := db.state[op.b], db.index[op.b]
 		if dst == nil {
-			dst, x = map[string][]byte{}, &index{}
-			db.state[b], db.index[b] = dst, x
+			dst, x = map[string]loc{}, &index{}
+			db.state[op.b], db.index[op.b] = dst, x
 		}
-		watches := db.watches[b]
-		for k, v := range m {
-			old, had := dst[k]
-			if v == nil {
-				if !had {
-					continue
-				}
-				delete(dst, k)
-				x.remove(k)
-			} else {
-				dst[k] = *v
-				if !had {
-					x.insert(k)
-				}
+		watches := db.watches[op.b]
+		oldLoc, had := dst[op.k]
+		if op.v == nil && !had {
+			continue
+		}
+		old := op.old
+		if had && len(watches) > 0 && !op.read {
+			// A watch that came after the values were read: rare.
+			var err error
+			if old, err = db.read(oldLoc); err != nil {
+				// The record is durable: a watcher missing the old
+				// value would drift, so the store must be reopened.
+				db.live += delta
+				return db.fail(fmt.Errorf("read a replaced value for a watch: %w", err))
 			}
-			for _, fn := range watches {
-				if v == nil {
-					fn(k, old, nil)
-				} else {
-					fn(k, old, *v)
-				}
+		}
+		if op.v == nil {
+			delete(dst, op.k)
+			x.remove(op.k)
+		} else {
+			dst[op.k] = mkloc(base+int64(op.at), len(*op.v))
+			if !had {
+				x.insert(op.k)
+			}
+		}
+		for _, fn := range watches {
+			if op.v == nil {
+				fn(op.k, old, nil)
+			} else {
+				fn(op.k, old, *op.v)
 			}
 		}
 	}
 	db.live += delta
-	db.mu.Unlock()
 	return nil
 }
 

@@ -3,6 +3,7 @@ package kvlog
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -45,18 +46,20 @@ func (db *DB) compact() (replaced bool, err error) {
 		buckets = append(buckets, b)
 	}
 	slices.Sort(buckets) // deterministic files, for tests and diffs
-	var keys []string
-	for _, b := range buckets {
+	// Each bucket's values are copied in the order they are in the old
+	// file, read sequentially; where each lands is noted, and applied
+	// once the new file is the store.
+	moved := make([][]keyLoc, len(buckets))
+	for i, b := range buckets {
 		m := db.state[b]
-		keys = keys[:0]
-		for k := range m {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			if err := w.put(b, k, m[k]); err != nil {
-				return false, err
-			}
+		moved[i] = make([]keyLoc, 0, len(m))
+		err := db.scan(m, func(k string, v []byte) error {
+			l, err := w.put(b, k, v)
+			moved[i] = append(moved[i], keyLoc{k, l})
+			return err
+		})
+		if err != nil {
+			return false, err
 		}
 	}
 	if err := w.flush(); err != nil {
@@ -74,8 +77,18 @@ func (db *DB) compact() (replaced bool, err error) {
 	if err := os.Rename(tmp, db.path); err != nil {
 		return false, err
 	}
-	db.f.Close()
-	db.f, db.salt = f, salt
+	db.mu.Lock() // readers read values from db.f
+	old := db.f
+	db.f = f
+	for i, b := range buckets {
+		m := db.state[b]
+		for _, kl := range moved[i] {
+			m[kl.k] = kl.l
+		}
+	}
+	db.mu.Unlock()
+	old.Close()
+	db.salt = salt
 	db.seq, db.snapshot = w.seq, w.seq
 	db.end, db.size = w.off, w.off+db.opts.Grow
 	db.nextCompact = 0
@@ -94,16 +107,20 @@ type snapshotWriter struct {
 var zeroSector [sector]byte
 
 // put adds one key's op, first writing the record being built if the op
-// would take it past compactChunk. An op alone is never larger than
-// MaxRecord: it was one Update's write.
-func (w *snapshotWriter) put(b, k string, v []byte) error {
-	if len(w.buf) > recHeader && int64(len(w.buf)-recHeader)+opSize(b, k, v) > compactChunk {
+// would take it past compactChunk, and returns where v will be in the
+// file. An op alone is never larger than MaxRecord: it was one Update's
+// write.
+func (w *snapshotWriter) put(b, k string, v []byte) (loc, error) {
+	if len(w.buf) > recHeader && int64(len(w.buf)-recHeader)+opSize(b, k, len(v)) > compactChunk {
 		if err := w.flush(); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	w.buf = appendOp(w.buf, opPut, b, k, v)
-	return nil
+	if at := w.off + int64(len(w.buf)-len(v)); at+int64(len(v)) <= maxOff {
+		return mkloc(at, len(v)), nil
+	}
+	return 0, fmt.Errorf("kvlog: the file would pass %d bytes", int64(maxOff))
 }
 
 // flush writes the record being built, if it has any op.

@@ -1,10 +1,10 @@
 package kvlog
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"unsafe"
 )
 
 // appendOp encodes one op (see the package comment); v is ignored for a
@@ -22,12 +22,15 @@ func appendOp(payload []byte, op byte, b, k string, v []byte) []byte {
 	return payload
 }
 
-// apply replays one payload into state. Values are copied, unless alias:
-// then they point into payload, which must outlive state's use of them.
-func (db *DB) apply(payload []byte, state map[string]map[string][]byte, alias bool) error {
-	for len(payload) > 0 {
-		op := payload[0]
-		payload = payload[1:]
+// apply replays one payload, found at offset base of the file, into
+// state: each put's key maps to where its value is in the file. Keys are
+// not copied: they point into payload, which must outlive state's use of
+// them (load copies the live ones before it unmaps the file).
+func (db *DB) apply(payload []byte, base int64, state map[string]map[string]loc) error {
+	p := payload
+	for len(p) > 0 {
+		op := p[0]
+		p = p[1:]
 		var fields [3][]byte
 		nf := 2
 		if op == opPut {
@@ -36,42 +39,46 @@ func (db *DB) apply(payload []byte, state map[string]map[string][]byte, alias bo
 			return fmt.Errorf("unknown op %d", op)
 		}
 		for i := 0; i < nf; i++ {
-			l, n := binary.Uvarint(payload)
-			if n <= 0 || uint64(len(payload)-n) < l {
+			l, n := binary.Uvarint(p)
+			if n <= 0 || uint64(len(p)-n) < l {
 				return errors.New("truncated op")
 			}
-			fields[i] = payload[n : n+int(l)]
-			payload = payload[n+int(l):]
+			fields[i] = p[n : n+int(l)]
+			p = p[n+int(l):]
 		}
-		b, k := string(fields[0]), string(fields[1])
+		m := state[string(fields[0])]
 		if op == opPut {
-			m := state[b]
 			if m == nil {
-				m = map[string][]byte{}
-				state[b] = m
+				m = map[string]loc{}
+				state[string(fields[0])] = m
 			}
-			if alias {
-				m[k] = fields[2]
-			} else {
-				m[k] = bytes.Clone(fields[2])
-			}
+			at := base + int64(len(payload)-len(p)-len(fields[2]))
+			m[unsafeString(fields[1])] = mkloc(at, len(fields[2]))
 		} else {
-			delete(state[b], k)
+			delete(m, string(fields[1]))
 		}
 	}
 	return nil
 }
 
-func liveSize(state map[string]map[string][]byte) int64 {
+func unsafeString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+func liveSize(state map[string]map[string]loc) int64 {
 	var n int64
 	for b, m := range state {
-		for k, v := range m {
-			n += opSize(b, k, v)
+		for k, l := range m {
+			n += opSize(b, k, l.len())
 		}
 	}
 	return n
 }
 
-func opSize(b, k string, v []byte) int64 {
-	return int64(1 + 3*binary.MaxVarintLen32 + len(b) + len(k) + len(v))
+// opSize bounds the encoded size of a put of a value of vlen bytes.
+func opSize(b, k string, vlen int) int64 {
+	return int64(1 + 3*binary.MaxVarintLen32 + len(b) + len(k) + vlen)
 }

@@ -1,7 +1,6 @@
 package kvlog
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
@@ -9,6 +8,7 @@ import (
 	"hash/crc32"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -81,14 +81,16 @@ func (db *DB) load() error {
 		return err
 	}
 	off := int64(headerSize)
+	// Keys point into the mapped file until the replay is done, values
+	// are only located: a key or value overwritten later in the log is
+	// never copied.
+	state := map[string]map[string]loc{}
 	for {
 		payload, seq, next, ok := db.record(data, off)
 		if !ok || seq != db.seq+1 {
 			break
 		}
-		// Values point into the mapped file until the replay is done:
-		// a value overwritten later in the log is never copied.
-		if err := db.apply(payload, db.state, true); err != nil {
+		if err := db.apply(payload, off+recHeader, state); err != nil {
 			return fmt.Errorf("record %d at offset %d: %w", seq, off, err)
 		}
 		db.seq, off = seq, next
@@ -105,24 +107,26 @@ func (db *DB) load() error {
 			return fmt.Errorf("journal corrupt: record %d at offset %d does not verify but record %d at offset %d does", db.seq+1, off, seq, p)
 		}
 	}
-	// Copy the live values out of the mapping, packed into shared 64 KiB
-	// blocks: a start makes no garbage of overwritten values, and small
-	// values cost no allocation each (they are never modified or grown).
-	// A block is freed once all its values are overwritten or deleted, so
-	// what the blocks hold never exceeds the live data at the start.
-	var slab []byte
-	for _, m := range db.state {
-		for k, v := range m {
-			if len(v) == 0 || len(v) > 4096 {
-				m[k] = append([]byte{}, v...)
-				continue
-			}
-			if len(slab) < len(v) {
-				slab = make([]byte, 64<<10)
-			}
-			n := copy(slab, v)
-			m[k], slab = slab[:n:n], slab[n:]
+	// Copy the live keys out of the mapping, in order, packed into shared
+	// blocks (they are never modified), and index them.
+	var arena keyArena
+	for b, m := range state {
+		if len(m) == 0 {
+			continue
 		}
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		live := make(map[string]loc, len(m))
+		for i, k := range keys {
+			c := arena.copy(k)
+			live[c] = m[k]
+			keys[i] = c
+		}
+		b = arena.copy(b)
+		db.state[b], db.index[b] = live, newIndex(keys)
 	}
 	db.end, db.size = off, int64(len(data))
 	if db.size%sector != 0 {
@@ -138,13 +142,6 @@ func (db *DB) load() error {
 		}
 	}
 	db.live = liveSize(db.state)
-	for b, m := range db.state {
-		keys := make([]string, 0, len(m))
-		for k := range m {
-			keys = append(keys, k)
-		}
-		db.index[b] = newIndex(keys)
-	}
 	return nil
 }
 
@@ -317,14 +314,14 @@ func (db *DB) Verify() error {
 	} else if snap != db.snapshot {
 		return fmt.Errorf("kvlog: the file's header counts %d snapshot records, memory %d", snap, db.snapshot)
 	}
-	replay := map[string]map[string][]byte{}
+	replay := map[string]map[string]loc{}
 	off, seq := int64(headerSize), uint64(0)
 	for off < db.end {
 		payload, s, next, ok := db.record(data, off)
 		if !ok || s != seq+1 {
 			return fmt.Errorf("kvlog: record %d at offset %d does not verify", seq+1, off)
 		}
-		if err := db.apply(payload, replay, false); err != nil {
+		if err := db.apply(payload, off+recHeader, replay); err != nil {
 			return fmt.Errorf("kvlog: record %d: %w", s, err)
 		}
 		off, seq = next, s
@@ -338,8 +335,9 @@ func (db *DB) Verify() error {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
 	for b, m := range db.state {
-		for k, v := range m {
-			if got, ok := replay[b][k]; !ok || !bytes.Equal(got, v) {
+		for k, l := range m {
+			// The same file: the value is the same if it is in the same place.
+			if got, ok := replay[b][k]; !ok || got != l {
 				return fmt.Errorf("kvlog: %s/%q in memory differs from the file", b, k)
 			}
 		}

@@ -1,6 +1,8 @@
 // Package kvlog is a small crash-safe key-value store: an in-memory map of
-// buckets of keys, made durable by an append-only, checksummed log file
-// with group commit. It backs journal.File.
+// buckets of keys to where their values are in an append-only, checksummed
+// log file with group commit. It backs journal.File. Values are read from
+// the file when asked for (from the page cache, as a rule): at 100,000
+// hostpath volumes they were 40 MB of a 62 MB heap.
 //
 // Why not a B-tree file (bbolt, which this replaced): a copy-on-write
 // B-tree commit needs two ordered flushes (pages, then the meta page),
@@ -46,18 +48,22 @@
 //
 // A failed append or flush poisons the store: what reached the file is
 // unknown, so it refuses writes and Err reports why. The next Update after
-// Options.RetryAfter tries to recover by rewriting the file from memory,
-// which holds exactly the acknowledged writes, as a compaction does;
-// reopening the file recovers too.
+// Options.RetryAfter tries to recover by rewriting the live data (the
+// keys in memory, which are exactly the acknowledged ones, and their
+// values, read from the file, where they were flushed before they were
+// acknowledged) into a new file, as a compaction does; reopening the file
+// recovers too.
 //
 // Limits: one Update's writes (and so one value) at most MaxRecord bytes
 // encoded; an Update over it fails alone with ErrTooLarge. Keys and bucket
 // names are bounded only by that. The live data as a whole has no limit
-// but memory: it is all held in memory.
+// but memory for its keys and the file's size (2^37 bytes: a value's
+// offset and length share 64 bits).
 //
 // The code is in one file per part: kvlog.go (Open, Close, Options),
 // file.go (file handling: locking, replay, growth, framing, Verify),
-// encoding.go (op encoding), reader.go (View and Reader), commit.go (Tx,
+// encoding.go (op encoding), loc.go (where values are, and reading
+// them), reader.go (View and Reader), commit.go (Tx,
 // Update and group commit) and compact.go (compaction).
 package kvlog
 
@@ -121,15 +127,15 @@ type Options struct {
 	RetryAfter time.Duration
 }
 
-// DB is an open store. Reads are served from memory; writes go through
-// Update. Safe for concurrent use.
+// DB is an open store. Keys are in memory, values are read from the file;
+// writes go through Update. Safe for concurrent use.
 type DB struct {
 	path string
 	opts Options
 
-	mu      sync.RWMutex // guards state, index, watches and live
-	state   map[string]map[string][]byte
-	index   map[string]*index // each bucket's keys in order
+	mu      sync.RWMutex              // guards state, index, watches and live
+	state   map[string]map[string]loc // where each key's value is in the file
+	index   map[string]*index         // each bucket's keys in order
 	watches map[string][]func(key string, old, new []byte)
 	live    int64 // encoded size of the live data, for compaction
 
@@ -175,7 +181,7 @@ func Open(path string, o Options) (*DB, error) {
 	if o.RetryAfter <= 0 {
 		o.RetryAfter = time.Second
 	}
-	db := &DB{path: path, opts: o, state: map[string]map[string][]byte{}, index: map[string]*index{}}
+	db := &DB{path: path, opts: o, state: map[string]map[string]loc{}, index: map[string]*index{}}
 	db.idle = sync.NewCond(&db.gmu)
 
 	f, err := openLocked(path, o)

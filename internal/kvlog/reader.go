@@ -2,18 +2,47 @@ package kvlog
 
 import "slices"
 
-// Reader reads the committed state.
-type Reader struct{ db *DB }
+// Reader reads the committed state. Keys are in memory; values are read
+// from the file (the page cache, as a rule) when asked for. A failed read
+// makes the View fail (see View).
+type Reader struct {
+	db  *DB
+	err *error // the first failed read
+}
 
-// Get returns the value of key in bucket, or nil. The slice must not be
-// modified.
-func (r Reader) Get(bucket, key string) []byte { return r.db.state[bucket][key] }
+func (r Reader) fail(err error) {
+	if *r.err == nil {
+		*r.err = err
+	}
+}
+
+// Get returns a copy of the value of key in bucket, or nil if there is
+// none or it could not be read (View then fails).
+func (r Reader) Get(bucket, key string) []byte {
+	l, ok := r.db.state[bucket][key]
+	if !ok {
+		return nil
+	}
+	v, err := r.db.read(l)
+	if err != nil {
+		r.fail(err)
+		return nil
+	}
+	return v
+}
+
+// Has reports whether bucket has key, without reading its value.
+func (r Reader) Has(bucket, key string) bool {
+	_, ok := r.db.state[bucket][key]
+	return ok
+}
 
 // Len returns the number of keys in bucket.
 func (r Reader) Len(bucket string) int { return len(r.db.state[bucket]) }
 
 // ForEach calls fn for every key of bucket in key order. An error from fn
-// stops the walk and is returned. fn must not call Update.
+// stops the walk and is returned. fn must not call Update. value is valid
+// only during the call.
 func (r Reader) ForEach(bucket string, fn func(key string, value []byte) error) error {
 	return r.ForEachFrom(bucket, "", fn)
 }
@@ -28,10 +57,21 @@ func (r Reader) ForEachFrom(bucket, from string, fn func(key string, value []byt
 	m := r.db.state[bucket]
 	var err error
 	x.ascend(from, func(k string) bool {
-		err = fn(k, m[k])
+		var v []byte
+		if v, err = r.db.read(m[k]); err == nil {
+			err = fn(k, v)
+		}
 		return err == nil
 	})
 	return err
+}
+
+// Scan calls fn for every key of bucket in no particular order (that of
+// the values in the file): a walk of a whole bucket that reads the file
+// sequentially rather than a value at a time. value is valid only during
+// the call. An error from fn stops the walk and is returned.
+func (r Reader) Scan(bucket string, fn func(key string, value []byte) error) error {
+	return r.db.scan(r.db.state[bucket], fn)
 }
 
 // Buckets returns the names of the non-empty buckets, sorted.
@@ -47,10 +87,17 @@ func (r Reader) Buckets() []string {
 }
 
 // View calls fn with the committed state; writes wait until it returns.
+// If a value could not be read from the file, View returns that error
+// whatever fn returned.
 func (db *DB) View(fn func(Reader) error) error {
 	db.mu.RLock()
 	defer db.mu.RUnlock()
-	return fn(Reader{db})
+	var rerr error
+	err := fn(Reader{db, &rerr})
+	if rerr != nil {
+		return rerr
+	}
+	return err
 }
 
 // Watch calls fn(key, nil, value) for every key of bucket now, then
@@ -58,15 +105,17 @@ func (db *DB) View(fn func(Reader) error) error {
 // commit order (new is nil for a delete, old nil for a new key). The
 // calls are made with the store locked, so what fn has seen always
 // matches what readers see: fn must be quick, must not keep or modify the
-// slices, and must not call the store. There is no unwatching.
-func (db *DB) Watch(bucket string, fn func(key string, old, new []byte)) {
+// slices, and must not call the store. There is no unwatching. If the
+// values cannot be read, Watch returns that error and does not watch.
+func (db *DB) Watch(bucket string, fn func(key string, old, new []byte)) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	if err := db.scan(db.state[bucket], func(k string, v []byte) error { fn(k, nil, v); return nil }); err != nil {
+		return err
+	}
 	if db.watches == nil {
 		db.watches = map[string][]func(string, []byte, []byte){}
 	}
 	db.watches[bucket] = append(db.watches[bucket], fn)
-	for k, v := range db.state[bucket] {
-		fn(k, nil, v)
-	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 )
 
@@ -76,7 +77,7 @@ func EnsureBinaries(ctx context.Context, o BuildOptions) (string, error) {
 	if err := o.defaults(); err != nil {
 		return "", err
 	}
-	return ensureTools(ctx, o, binaryNames(), nil)
+	return ensureTools(ctx, o, binaryNames(), nil, func(pkg string) bool { return !e2eTools[pkg] })
 }
 
 // BinariesDir returns the directory EnsureBinaries builds into and reuses
@@ -128,7 +129,7 @@ func EnsureRuntimeBinaries(ctx context.Context, o BuildOptions) (string, error) 
 	o.CacheDir = filepath.Join(o.CacheDir, "runtime")
 	// The runtime module is in no go.work (its replaces would clash with
 	// this module's) and requires no csikit module: it builds on its own.
-	return ensureTools(ctx, o, runtimeBinaryNames(), []string{"GOWORK=off"})
+	return ensureTools(ctx, o, runtimeBinaryNames(), []string{"GOWORK=off"}, nil)
 }
 
 // runtimeModule is the module path of the container runtime's tool module.
@@ -168,8 +169,9 @@ func runtimeModuleDir(ctx context.Context, kubeDir string) (string, error) {
 
 // ensureTools builds the tool block of o.ModuleDir into
 // <o.CacheDir>/<hash>, unless names are all there already; env is added to
-// the go command's environment.
-func ensureTools(ctx context.Context, o BuildOptions, names []string, env []string) (string, error) {
+// the go command's environment; include, when set, picks the tool packages
+// built.
+func ensureTools(ctx context.Context, o BuildOptions, names []string, env []string, include func(pkg string) bool) (string, error) {
 	dir, err := toolsDir(o)
 	if err != nil {
 		return "", err
@@ -183,6 +185,9 @@ func ensureTools(ctx context.Context, o BuildOptions, names []string, env []stri
 	tools, err := toolPackages(ctx, o.ModuleDir)
 	if err != nil {
 		return "", err
+	}
+	if include != nil {
+		tools = slices.DeleteFunc(tools, func(p string) bool { return !include(p) })
 	}
 	args := append([]string{"build", "-o", dir + string(os.PathSeparator)}, tools...)
 	cmd := exec.CommandContext(ctx, "go", args...)

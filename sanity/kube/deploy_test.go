@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -58,6 +59,24 @@ func deployImages(t *testing.T, dir, binDir string) []string {
 		t.Fatal(err)
 	}
 	files = append(files, kube.ImageFile{Path: "/hostpath", Source: bin})
+	// What the Dockerfile installs from Debian (e2fsprogs, xfsprogs,
+	// util-linux, mount): the filesystem kinds format, check, grow and
+	// probe with them, from the host at the same paths.
+	for _, p := range hostpathTools {
+		tool, err := kube.ExecutableFiles(p, p)
+		if b, rerr := os.ReadFile(p); err != nil && rerr == nil && strings.HasPrefix(string(b), "#!/bin/sh") {
+			tool, err = []kube.ImageFile{{Path: p, Source: p}}, nil // fsck.xfs: busybox's sh runs it
+		}
+		if err != nil {
+			t.Fatalf("the hostpath image's %s (Debian's e2fsprogs, xfsprogs, util-linux, mount): %v", p, err)
+		}
+		for _, f := range tool {
+			if !slices.ContainsFunc(files, func(g kube.ImageFile) bool { return g.Path == f.Path }) {
+				files = append(files, f)
+			}
+		}
+	}
+	files = append(files, kube.ImageFile{Path: "/etc/mke2fs.conf", Source: "/etc/mke2fs.conf", Mode: 0o644})
 	tars := []string{filepath.Join(dir, "hostpath.tar")}
 	if err := kube.WriteImage(tars[0], hostpathImage, kube.ImageConfig{Entrypoint: []string{"/hostpath"}}, files); err != nil {
 		t.Fatal(err)
@@ -86,6 +105,14 @@ func deployImages(t *testing.T, dir, binDir string) []string {
 		tars = append(tars, tar)
 	}
 	return tars
+}
+
+// hostpathTools are the host programs the hostpath image carries, as
+// examples/hostpath/Dockerfile installs them.
+var hostpathTools = []string{
+	"/usr/sbin/mkfs.ext4", "/usr/sbin/mke2fs", "/usr/sbin/e2fsck", "/usr/sbin/fsck.ext4", "/usr/sbin/resize2fs",
+	"/usr/sbin/mkfs.xfs", "/usr/sbin/xfs_growfs", "/usr/sbin/xfs_repair", "/usr/sbin/fsck.xfs",
+	"/usr/sbin/fsck", "/usr/sbin/blkid", "/usr/sbin/losetup", "/usr/bin/mount", "/usr/bin/umount",
 }
 
 // manifestImages returns the container images of the Deployment or

@@ -47,6 +47,15 @@ type KubeletOptions struct {
 	// ReadyTimeout bounds containerd, kubelet and the Node becoming ready
 	// (default 3m: the first start on a loaded machine is slow).
 	ReadyTimeout time.Duration
+	// NodeIP, when set, is the Node's InternalIP (kubelet --node-ip) and
+	// the address kubelet's API listens on, with anonymous AlwaysAllow
+	// auth: the API server then reaches kubelet for exec, attach, logs
+	// and port-forward (kubectl exec; Kubernetes' e2e suites). Any process
+	// that reaches that address can then run commands in the node's pods:
+	// set it only on a machine you trust. Default: kubelet's API on
+	// loopback only, and the Node's IP the one kubelet picks (the API
+	// server cannot reach kubelet).
+	NodeIP string
 	// HostLockWait bounds the wait for another kubelet-mode environment on
 	// the host, of this or any other process, to end (default 15m): one
 	// runs at a time, as kubelet's host directories and iptables chains are

@@ -221,7 +221,11 @@ func (e *Env) startNode(t testing.TB, ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := n.writeKubeletConfig(kport); err != nil {
+	addr := "127.0.0.1"
+	if k.NodeIP != "" {
+		addr = k.NodeIP
+	}
+	if err := n.writeKubeletConfig(addr, kport); err != nil {
 		return err
 	}
 	labels := []string{}
@@ -238,6 +242,9 @@ func (e *Env) startNode(t testing.TB, ctx context.Context) error {
 	}
 	if len(labels) > 0 {
 		kargs = append(kargs, "--node-labels="+strings.Join(labels, ","))
+	}
+	if k.NodeIP != "" {
+		kargs = append(kargs, "--node-ip="+k.NodeIP)
 	}
 	if n.kubelet, err = e.runPath(BinKubelet, filepath.Join(e.Opts.BinDir, BinKubelet), kargs, true, nil); err != nil {
 		return err
@@ -512,10 +519,10 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
 // node's own cgroup root, cgroup v1 and swap tolerated, its API on
 // loopback with anonymous AlwaysAllow auth, no eviction or image GC (the
 // machine is shared), everything below n.dir.
-func (n *node) writeKubeletConfig(port int) error {
+func (n *node) writeKubeletConfig(addr string, port int) error {
 	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-address: 127.0.0.1
+address: %s
 port: %d
 readOnlyPort: 0
 healthzPort: 0
@@ -539,7 +546,7 @@ evictionHard: {memory.available: "1Mi", nodefs.available: "1%%", imagefs.availab
 nodeStatusUpdateFrequency: 2s
 syncFrequency: 5s
 fileCheckFrequency: 5s
-`, port, "/"+n.cgroupName(), n.sock, filepath.Join(n.dir, "pod-logs"), filepath.Join(n.dir, "volume-plugins"))
+`, addr, port, "/"+n.cgroupName(), n.sock, filepath.Join(n.dir, "pod-logs"), filepath.Join(n.dir, "volume-plugins"))
 	if err := os.WriteFile(filepath.Join(n.dir, "kubelet.yaml"), []byte(cfg), 0o600); err != nil {
 		return fmt.Errorf("kube: %w", err)
 	}

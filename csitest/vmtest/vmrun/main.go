@@ -52,6 +52,8 @@ func main() {
 	accel := "TCG"
 	if vm.Lane.KVM {
 		accel = "KVM"
+	} else if vm.KVMError != nil {
+		accel = "TCG (KVM not used: " + firstLine(vm.KVMError.Error()) + ")"
 	}
 	fmt.Fprintf(os.Stderr, "vmrun: %s booted under %s in %v (ready, setup done, in %v)\n",
 		vm.Lane.KernelVersion, accel, vm.BootTime.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
@@ -72,4 +74,10 @@ func main() {
 	}
 	_ = vm.Close()
 	os.Exit(code)
+}
+
+// firstLine is s up to its first newline.
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
 }

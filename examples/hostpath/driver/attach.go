@@ -52,13 +52,10 @@ func (d *Driver) ControllerPublishVolume(ctx context.Context, r *csi.ControllerP
 }
 
 func (d *Driver) attachedCount() int64 {
-	var n int64
-	_ = d.store.volumes.each(func(_ string, v *volume) { // every record decoded at the start
-		if v.AttachedTo != "" {
-			n++
-		}
-	})
-	return n
+	// Kept by the ledger's watch of the durable records: the same at any
+	// number of volumes. Publishes write durably under capMu, so the
+	// count includes every publish before this one.
+	return d.ledger.attached.Load()
 }
 
 // ControllerUnpublishVolume clears the attachment; it is idempotent. A

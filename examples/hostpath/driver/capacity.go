@@ -16,7 +16,8 @@ import (
 )
 
 // ledger accounts the capacity given out: every durable volume its
-// capacity, every durable snapshot the bytes its data takes on disk
+// footprint (its capacity; an encrypted one's plus its LUKS2 header,
+// volume.imageSize), every durable snapshot the bytes its data takes on disk
 // (snapshot.DiskBytes), plus the reservations of writes not yet durable.
 //
 // The durable part is a running total fed by the journal (journal.KV.Watch):
@@ -42,6 +43,9 @@ type ledger struct {
 	// journal's watch; charge returns one key's (0 when there is none).
 	durable atomic.Int64
 	charge  func(key string) int64
+	// attached counts the durable volumes published to a node (the
+	// attach limit's count), kept by the same watch.
+	attached atomic.Int64
 
 	mu       sync.Mutex
 	reserved map[string]int64 // key → total charge being written
@@ -58,15 +62,19 @@ func newLedger(st *store) *ledger {
 				return x.DiskBytes
 			}
 			v, _ := st.volume(key)
-			return v.Capacity
+			return v.imageSize(v.Capacity)
 		},
 		reserved: map[string]int64{},
 	}
 	// A record that does not decode failed the start already; one written
 	// since that does not charges nothing. Each watch runs one change at
 	// a time, under the journal's lock.
+	// Only what the charge needs (imageSize): a start replays every record.
 	var v struct {
-		Capacity int64 `json:"capacity"`
+		Capacity   int64             `json:"capacity"`
+		Kind       kind              `json:"kind"`
+		Params     map[string]string `json:"params"`
+		AttachedTo string            `json:"attachedTo"`
 	}
 	var x struct {
 		DiskBytes int64 `json:"diskBytes"`
@@ -79,8 +87,24 @@ func newLedger(st *store) *ledger {
 		_ = json.Unmarshal(raw, into)
 		return *field
 	}
+	// A volume's charge (imageSize: an encrypted one pays its header),
+	// and 1 if it is attached.
+	volumeOf := func(raw []byte) (charge, attached int64) {
+		if raw == nil {
+			return 0, 0
+		}
+		v.Capacity, v.Kind, v.Params, v.AttachedTo = 0, "", nil, ""
+		_ = json.Unmarshal(raw, &v)
+		if v.AttachedTo != "" {
+			attached = 1
+		}
+		return (&volume{Capacity: v.Capacity, Kind: v.Kind, Params: v.Params}).imageSize(v.Capacity), attached
+	}
 	st.kvVolumes.Watch(func(_ string, old, new []byte) {
-		l.durable.Add(chargeOf(new, &v.Capacity, &v) - chargeOf(old, &v.Capacity, &v))
+		c0, a0 := volumeOf(old)
+		c1, a1 := volumeOf(new)
+		l.durable.Add(c1 - c0)
+		l.attached.Add(a1 - a0)
 	})
 	st.kvSnapshots.Watch(func(_ string, old, new []byte) {
 		l.durable.Add(chargeOf(new, &x.DiskBytes, &x) - chargeOf(old, &x.DiskBytes, &x))

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/csikit/csikit/crypt"
 	"github.com/csikit/csikit/examples/hostpath/driver"
 	"github.com/csikit/csikit/journal"
 )
@@ -342,5 +343,72 @@ func BenchmarkGetCapacity(b *testing.B) {
 		if err != nil || resp.GetAvailableCapacity() != want {
 			b.Fatalf("GetCapacity: %v, %v; want %d", resp.GetAvailableCapacity(), err, want)
 		}
+	}
+}
+
+// TestEncryptedVolumesChargeTheirHeader: an encrypted volume's backing
+// file holds its capacity plus the LUKS2 header (crypt.HeaderBytes), so
+// the file system gets all the capacity asked; the ledger charges that
+// footprint, at create, expansion and after a restart, so GetCapacity
+// offers what the disk can still hold. Before, the header was not
+// charged: with room for three volumes and two headers, a third
+// encrypted volume was accepted whose data did not fit.
+func TestEncryptedVolumesChargeTheirHeader(t *testing.T) {
+	needRoot(t)
+	const vol = 8 << 20
+	const header = crypt.HeaderBytes
+	dir := shortDir(t, "hpenc-cap")
+	opts := driver.Options{StateDir: filepath.Join(dir, "state"), Capacity: 3*vol + 2*header}
+	s := serve(t, dir, opts)
+	ctx := context.Background()
+	create := func(name string, block bool) (string, error) {
+		c := capFor(block, "")
+		params := map[string]string{driver.ParamEncrypted: "true"}
+		if !block {
+			c, params[driver.ParamFSType] = capFor(false, "ext4"), "ext4"
+		}
+		resp, err := s.ctl.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: name, Parameters: params,
+			CapacityRange: &csi.CapacityRange{RequiredBytes: vol}, VolumeCapabilities: []*csi.VolumeCapability{c}})
+		return resp.GetVolume().GetVolumeId(), err
+	}
+	blockID, err := create("enc-block", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := availableCapacity(t, s), int64(2*vol+header); got != want {
+		t.Fatalf("after one encrypted %d-byte volume, available %d; want %d (its header charged)", vol, got, want)
+	}
+	fi, err := os.Stat(filepath.Join(opts.StateDir, "images", blockID+".img"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Size() != vol+header {
+		t.Fatalf("the backing file holds %d bytes; want %d (capacity and header)", fi.Size(), vol+header)
+	}
+	fsID, err := create("enc-fs", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := create("enc-third", true); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a third encrypted volume with %d bytes left: %v; want ResourceExhausted", availableCapacity(t, s), err)
+	}
+	s.stop()
+
+	s = serve(t, dir, opts) // the charges are rebuilt from the records
+	if got := availableCapacity(t, s); got != vol {
+		t.Fatalf("after a restart, available %d; want %d", got, vol)
+	}
+	if _, err := s.ctl.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: blockID,
+		CapacityRange: &csi.CapacityRange{RequiredBytes: 2 * vol}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := availableCapacity(t, s); got != 0 {
+		t.Fatalf("after growing the encrypted volume by %d, available %d; want 0", vol, got)
+	}
+	if _, err := s.ctl.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: fsID}); err != nil {
+		t.Fatal(err)
+	}
+	if got := availableCapacity(t, s); got != vol+header {
+		t.Fatalf("after deleting an encrypted volume, available %d; want %d (capacity and header back)", got, vol+header)
 	}
 }

@@ -73,7 +73,7 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 	if err := d.removeLeftovers(ctx, id); err != nil {
 		return nil, err
 	}
-	if err := d.reserveCapacity(id, size); err != nil {
+	if err := d.reserveCapacity(id, v.imageSize(size)); err != nil {
 		return nil, err
 	}
 	d.step("volume:reserved")
@@ -359,7 +359,7 @@ func (d *Driver) ControllerExpandVolume(ctx context.Context, r *csi.ControllerEx
 	if size <= v.Capacity {
 		return &csi.ControllerExpandVolumeResponse{CapacityBytes: v.Capacity, NodeExpansionRequired: nodeStep}, nil
 	}
-	if err := d.reserveCapacity(v.ID, size); err != nil {
+	if err := d.reserveCapacity(v.ID, v.imageSize(size)); err != nil {
 		return nil, err
 	}
 	if v.Kind != kindDir {

@@ -29,6 +29,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/csikit/csikit/crypt"
@@ -162,7 +163,7 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 // copy of the records: at 100,000 volumes a slice of them was tens of
 // megabytes the process kept as RSS after the start.
 func (d *Driver) startVolumes() (images []string, err error) {
-	err = d.store.volumes.each(func(id string, v *volume) {
+	err = d.store.volumes.scan(func(id string, v *volume) {
 		if v.ProjectID != 0 {
 			d.projects.taken[quota.ProjectID(v.ProjectID)] = v.ID
 		}
@@ -170,6 +171,7 @@ func (d *Driver) startVolumes() (images []string, err error) {
 			images = append(images, id)
 		}
 	})
+	slices.Sort(images) // the scan's order is the file's
 	return images, err
 }
 

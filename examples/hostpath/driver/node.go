@@ -475,7 +475,8 @@ func (v *volume) encrypted() bool { return v.Params[ParamEncrypted] == "true" &&
 
 // imageSize is the size of the backing file of a volume of capacity
 // bytes: an encrypted volume's has room for its LUKS2 header on top, so
-// the pod gets the whole capacity.
+// the pod gets the whole capacity. It is also the volume's charge in the
+// capacity ledger (GetCapacity), the header included.
 func (v *volume) imageSize(capacity int64) int64 {
 	if v.encrypted() {
 		return capacity + crypt.HeaderBytes

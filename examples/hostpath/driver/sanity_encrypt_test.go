@@ -26,16 +26,6 @@ func TestSanityEncrypted(t *testing.T) {
 	runEncryptedSanity(t, sanity.DataPath|sanity.Encryption)
 }
 
-// TestSanityEncryptedAllAreas runs every area against encrypted volumes.
-// Opt-in (CSIKIT_SANITY_ENCRYPTED=1): in a TCG VM it takes well over the
-// 15 minutes CI gives a package.
-func TestSanityEncryptedAllAreas(t *testing.T) {
-	if os.Getenv("CSIKIT_SANITY_ENCRYPTED") == "" {
-		t.Skip("opt-in: CSIKIT_SANITY_ENCRYPTED=1 runs every sanity area against encrypted volumes (TestSanityEncrypted runs DataPath and Encryption)")
-	}
-	runEncryptedSanity(t, sanity.AllAreas)
-}
-
 func runEncryptedSanity(t *testing.T, areas sanity.Area) {
 	if inCryptVM(t) {
 		return

@@ -171,7 +171,20 @@ func (r *records[T]) eachAfter(after string, fn func(id string, x *T) bool) erro
 	return err
 }
 
-func (r *records[T]) check() error { return r.each(func(string, *T) {}) }
+// scan calls fn with every durable record in no particular order (that of
+// the file, read sequentially: the fast way to visit all of them). fn
+// must not use the store's KV spaces.
+func (r *records[T]) scan(fn func(id string, x *T)) error {
+	return r.kv.Scan(func(k string, v []byte) error {
+		x, err := r.decode(k, v)
+		if err == nil {
+			fn(k, &x)
+		}
+		return err
+	})
+}
+
+func (r *records[T]) check() error { return r.scan(func(string, *T) {}) }
 
 // all returns copies of the durable records, in ID order.
 func (r *records[T]) all() []T {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/capacity"
+	"github.com/csikit/csikit/crypt"
 	"github.com/csikit/csikit/journal"
 	"github.com/csikit/csikit/mount"
 )
@@ -208,6 +209,10 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 			return nil, status.Errorf(codes.InvalidArgument, "fs_type %q is not supported: want %s", t, fsNames)
 		}
 	}
+	encrypted, err := checkEncrypted(r.GetParameters())
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := d.opCtx(ctx)
 	defer cancel()
 	if err := d.checkImageParams(ctx, creds, r.GetParameters()); err != nil {
@@ -233,6 +238,9 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 		var fs string
 		var fsMin int64
 		if fs, fsMin, err = d.fsMinimum(ctx, fsType, r.GetVolumeCapabilities()); err == nil {
+			if encrypted && fsMin > 0 {
+				fsMin += crypt.HeaderBytes // the file system is on the mapping
+			}
 			size, err = d.createBlank(io, id, r.GetCapacityRange(), fs, fsMin, opts, r.GetParameters())
 		}
 	} else {
@@ -266,6 +274,9 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 	}
 	if fsType != "" {
 		vol.VolumeContext[ParamFsType] = fsType
+	}
+	if encrypted {
+		vol.VolumeContext[ParamEncrypted] = "true"
 	}
 	if zone != "" {
 		vol.AccessibleTopology = []*csi.Topology{{Segments: map[string]string{TopologyKey: zone}}}
@@ -874,5 +885,8 @@ func (d *Driver) ControllerExpandVolume(ctx context.Context, r *csi.ControllerEx
 		cur = uint64(size)
 	}
 	block := r.GetVolumeCapability().GetBlock() != nil
-	return &csi.ControllerExpandVolumeResponse{CapacityBytes: int64(cur), NodeExpansionRequired: !block}, nil
+	// A block volume needs the node only when it is encrypted: its
+	// dm-crypt mapping must grow with the image (encrypt.go).
+	node := !block || hasLUKSHeader(img)
+	return &csi.ControllerExpandVolumeResponse{CapacityBytes: int64(cur), NodeExpansionRequired: node}, nil
 }

@@ -21,8 +21,10 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
 
 	"github.com/csikit/csikit"
+	"github.com/csikit/csikit/crypt"
 	"github.com/csikit/csikit/mount"
 )
 
@@ -107,6 +109,10 @@ type Options struct {
 	Runner mount.Runner
 	// Logger receives the driver's own lines (default: discard).
 	Logger *slog.Logger
+	// EncryptionPBKDF is the key derivation of the LUKS2 key slots of
+	// encrypted volumes (ParamEncrypted); the zero value is crypt's
+	// default, argon2id with 64 MiB, 4 passes, 1 thread.
+	EncryptionPBKDF crypt.PBKDF
 }
 
 // Driver is the RBD driver. Create it with New; close it with Close.
@@ -173,7 +179,7 @@ func New(o Options) (*Driver, error) {
 	o.StateDir = filepath.Clean(abs)
 	d := &Driver{
 		opts: o, conns: NewConnPool(o.Monitors, o.OpTimeout, 10*time.Minute),
-		mounter: mount.New(mount.Options{Runner: o.Runner, Logger: o.Logger}),
+		mounter: newMounter(o),
 		seen:    map[string]seenPool{},
 	}
 	d.mappers = map[string]Mapper{
@@ -218,6 +224,9 @@ func (d *Driver) Service() any { return d }
 // parameters through journal.Request) and the capabilities.
 func (d *Driver) ServerOptions(o csikit.Options) csikit.Options {
 	o.Journal = d.Journal()
+	// csikit reads its fence records before the driver runs; the journal
+	// needs the request's secrets (fencejournal.go).
+	o.ServerOptions = append(o.ServerOptions, grpc.ChainUnaryInterceptor(withRequest))
 	o.VolumeModes = csikit.Mount | csikit.Block
 	o.Clone = true
 	o.Expansion = csikit.ExpansionOnline

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/journal"
 )
 
@@ -26,6 +27,8 @@ import (
 // which no process started after the node's reboot reuses. See the
 // README's "Node loss and fencing".
 const DefaultFenceExpiry = 30 * 24 * time.Hour
+
+var _ csikit.Fencer = (*Driver)(nil)
 
 // rbdLockName is the cls_lock name of librbd's exclusive lock on an
 // image's header object.
@@ -148,12 +151,39 @@ func (d *Driver) openAccess(ctx context.Context, volumeID string) (id volumeID, 
 	return id, io, creds, done, true, nil
 }
 
-// Holds reports whether nodeID may still write to volumeID (csikit.Fencer):
+// eachNode runs f for every node the volume's access object lists under
+// pick (nodeID "" in a csikit.Fencer call: every node), stopping at the
+// first true or error.
+func (d *Driver) eachNode(ctx context.Context, volumeID string, pick func(access) []string, f func(node string) (bool, error)) (bool, error) {
+	id, io, _, done, ok, err := d.openAccess(ctx, volumeID)
+	if err != nil || !ok {
+		return false, err
+	}
+	a, err := readAccess(io, id)
+	done()
+	if err != nil {
+		return false, err
+	}
+	for _, n := range pick(a) {
+		if r, err := f(n); err != nil || r {
+			return r, err
+		}
+	}
+	return false, nil
+}
+
+// Holds reports whether nodeID (every node, for "") may still write to
+// volumeID (csikit.Fencer):
 // the node staged the volume and has not unstaged it, and the Ceph
 // clients its stage recorded are not all fenced. A node whose watch on the
 // image lapsed still holds it: a hung node keeps its client, and its
 // writes land when it wakes unless the client is blocklisted.
 func (d *Driver) Holds(ctx context.Context, volumeID, nodeID string) (bool, error) {
+	if nodeID == "" {
+		return d.eachNode(ctx, volumeID, func(a access) []string { return nodes(a.stage) }, func(n string) (bool, error) {
+			return d.Holds(ctx, volumeID, n)
+		})
+	}
 	ctx, cancel := d.opCtx(ctx)
 	defer cancel()
 	id, io, _, done, ok, err := d.openAccess(ctx, volumeID)
@@ -175,7 +205,8 @@ func (d *Driver) Holds(ctx context.Context, volumeID, nodeID string) (bool, erro
 	return true, nil
 }
 
-// Fence cuts nodeID off volumeID (csikit.Fencer): it blocklists the Ceph
+// Fence cuts nodeID (every node that holds it, for "") off volumeID
+// (csikit.Fencer): it blocklists the Ceph
 // clients the node's stage recorded (osd blocklist add, for
 // Options.FenceExpiry), breaks the exclusive lock they own so that the
 // next node's stage can take it, and records the fence in the volume's
@@ -184,6 +215,12 @@ func (d *Driver) Holds(ctx context.Context, volumeID, nodeID string) (bool, erro
 // no other node's record names. Idempotent: a node already fenced, or
 // never staged, is fenced.
 func (d *Driver) Fence(ctx context.Context, volumeID, nodeID string) error {
+	if nodeID == "" {
+		_, err := d.eachNode(ctx, volumeID, func(a access) []string { return nodes(a.stage) }, func(n string) (bool, error) {
+			return false, d.Fence(ctx, volumeID, n)
+		})
+		return err
+	}
 	ctx, cancel := d.opCtx(ctx)
 	defer cancel()
 	id, io, creds, done, ok, err := d.openAccess(ctx, volumeID)
@@ -283,12 +320,19 @@ func recordedElsewhere(a access, node, addr string) bool {
 	return false
 }
 
-// Unfence lifts nodeID's fence on volumeID (csikit.Fencer): osd blocklist
+// Unfence lifts nodeID's fence (every node's, for "") on volumeID
+// (csikit.Fencer): osd blocklist
 // rm of every client it blocklisted (needs the cap `allow command "osd
 // blocklist" with blocklistop=rm`, which profile rbd lacks: without it the
 // entries stay until they expire, harmlessly, and Unfence is
 // PermissionDenied) and the fence record removed. Idempotent.
 func (d *Driver) Unfence(ctx context.Context, volumeID, nodeID string) error {
+	if nodeID == "" {
+		_, err := d.eachNode(ctx, volumeID, func(a access) []string { return nodes(a.fence) }, func(n string) (bool, error) {
+			return false, d.Unfence(ctx, volumeID, n)
+		})
+		return err
+	}
 	ctx, cancel := d.opCtx(ctx)
 	defer cancel()
 	id, io, creds, done, ok, err := d.openAccess(ctx, volumeID)

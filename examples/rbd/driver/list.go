@@ -2,10 +2,15 @@ package driver
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
+	"github.com/ceph/go-ceph/rados"
 	"github.com/ceph/go-ceph/rbd"
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -65,11 +70,18 @@ func paginate[T any](s []T, key func(T) string, tok string, max int32) ([]T, str
 }
 
 // ListVolumes lists the volumes in the pools this driver served, ordered
-// by ID; the token is the ID to continue from.
+// by ID; the token is the ID to continue from. A page costs what its
+// entries cost, wherever it starts: each pool's volumes are read from
+// librbd's directory object (rbd_directory, whose omap keys
+// "name_<image>" are sorted) from the token on, and each entry's size from
+// its image header's omap (one read, several at a time), not by opening
+// the image.
 func (d *Driver) ListVolumes(ctx context.Context, r *csi.ListVolumesRequest) (*csi.ListVolumesResponse, error) {
 	tok := r.GetStartingToken()
+	var from volumeID
 	if tok != "" {
-		if _, ok := parseVolumeID(tok); !ok {
+		var ok bool
+		if from, ok = parseVolumeID(tok); !ok {
 			return nil, status.Errorf(codes.Aborted, "starting_token %q was not returned by ListVolumes", tok)
 		}
 	}
@@ -79,11 +91,14 @@ func (d *Driver) ListVolumes(ctx context.Context, r *csi.ListVolumesRequest) (*c
 	}
 	ctx, cancel := d.opCtx(ctx)
 	defer cancel()
-	type entry struct {
-		id   volumeID
-		pool seenPool
+	max := int(r.GetMaxEntries())
+	// IDs are "<pool ID>-<local>": pools in the order of that prefix,
+	// then each pool's volumes in the order of their image names.
+	type poolAt struct {
+		p  seenPool
+		id int64
 	}
-	var all []entry
+	var ordered []poolAt
 	for _, p := range pools {
 		io, done, err := d.conns.IOContext(ctx, p.creds, p.pool, "")
 		if d.skipPool(err, p.pool) {
@@ -92,42 +107,155 @@ func (d *Driver) ListVolumes(ctx context.Context, r *csi.ListVolumesRequest) (*c
 		if err != nil {
 			return nil, err
 		}
-		names, err := rbd.GetImageNames(io)
-		poolID := io.GetPoolID()
+		ordered = append(ordered, poolAt{p, io.GetPoolID()})
 		done()
-		if err != nil {
-			err = backendError(err, "list images of pool "+p.pool)
-			if d.skipPool(err, p.pool) {
-				continue
-			}
-			return nil, err
-		}
-		for _, n := range names {
-			if local, ok := strings.CutPrefix(n, imagePrefix); ok {
-				if v, ok := parseLocal(poolID, local); ok {
-					all = append(all, entry{id: v, pool: p})
-				}
-			}
-		}
 	}
-	key := func(e entry) string { return e.id.String() }
-	sortBy(all, key)
-	page, next := paginate(all, key, tok, r.GetMaxEntries())
-	out := &csi.ListVolumesResponse{NextToken: next}
-	for _, e := range page {
-		io, done, err := d.conns.IOContext(ctx, e.pool.creds, e.pool.pool, "")
+	slices.SortFunc(ordered, func(a, b poolAt) int { return strings.Compare(itoa(a.id)+"-", itoa(b.id)+"-") })
+	out := &csi.ListVolumesResponse{}
+	for _, pa := range ordered {
+		startKey := ""
+		if tok != "" {
+			switch c := strings.Compare(itoa(pa.id)+"-", itoa(from.pool)+"-"); {
+			case c < 0:
+				continue
+			case c == 0:
+				startKey = dirKeyFrom(from.local())
+			}
+		}
+		want := 0 // all
+		if max > 0 {
+			want = max - len(out.Entries) + 1 // one more: the next token
+		}
+		entries, err := d.poolVolumes(ctx, pa.p, pa.id, startKey, want)
+		if d.skipPool(err, pa.p.pool) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
-		var size uint64
-		if img, err := rbd.OpenImageReadOnly(io, e.id.image(), rbd.NoSnapshot); err == nil {
-			size, _ = img.GetSize()
-			_ = img.Close()
+		for _, e := range entries {
+			if max > 0 && len(out.Entries) == max {
+				out.NextToken = e.GetVolumeId()
+				return out, nil
+			}
+			out.Entries = append(out.Entries, &csi.ListVolumesResponse_Entry{Volume: e})
 		}
-		done()
-		out.Entries = append(out.Entries, &csi.ListVolumesResponse_Entry{Volume: &csi.Volume{VolumeId: e.id.String(), CapacityBytes: int64(size)}})
 	}
 	return out, nil
+}
+
+// dirEntryPrefix is what the rbd_directory omap keys of the driver's
+// images start with.
+const dirEntryPrefix = "name_" + imagePrefix
+
+// dirKeyFrom is the omap start_after for a listing of rbd_directory from
+// the image of local on, included: the greatest key before it among keys
+// of that length (every local has the same length, its last character a
+// hex digit).
+func dirKeyFrom(local string) string {
+	k := dirEntryPrefix + local
+	return k[:len(k)-1] + string(k[len(k)-1]-1) + "\xff"
+}
+
+// listWorkers is how many header reads a ListVolumes page has in flight.
+const listWorkers = 16
+
+// poolVolumes returns up to want (0: all) of the volumes in pool p (ID
+// id) whose rbd_directory key sorts after startKey, in order, with their
+// sizes.
+func (d *Driver) poolVolumes(ctx context.Context, p seenPool, id int64, startKey string, want int) ([]*csi.Volume, error) {
+	io, done, err := d.conns.IOContext(ctx, p.creds, p.pool, "")
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	type entry struct {
+		vol     volumeID
+		imageID string
+	}
+	var found []entry
+	for after := startKey; want == 0 || len(found) < want; {
+		chunk := int64(1000)
+		if want > 0 {
+			chunk = min(chunk, int64(want-len(found)))
+		}
+		n := 0
+		err := io.ListOmapValues("rbd_directory", after, dirEntryPrefix, chunk, func(k string, v []byte) {
+			n++
+			after = k
+			if vol, ok := parseLocal(id, strings.TrimPrefix(k, dirEntryPrefix)); ok {
+				if imageID, ok := decodeString(v); ok {
+					found = append(found, entry{vol, imageID})
+				}
+			}
+		})
+		if errors.Is(err, rados.ErrNotFound) {
+			break // no image ever made in the pool
+		}
+		if err != nil {
+			return nil, backendError(err, "list images of pool "+p.pool)
+		}
+		if n == 0 { // the OSD may return fewer than asked: stop at none
+			break
+		}
+	}
+	out := make([]*csi.Volume, len(found))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < min(listWorkers, len(found)); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < len(found); i = int(next.Add(1)) - 1 {
+				e := found[i]
+				out[i] = &csi.Volume{VolumeId: e.vol.String(), CapacityBytes: int64(headerSize(io, e.vol.image(), e.imageID))}
+			}
+		}()
+	}
+	wg.Wait()
+	return out, nil
+}
+
+// headerSize is the size of the image named name with ID imageID: the
+// "size" key of its header object's omap (format 2 images; one read), or,
+// failing that, what opening the image says (0 if neither answers: the
+// image was removed meanwhile).
+func headerSize(io *rados.IOContext, name, imageID string) uint64 {
+	op := rados.CreateReadOp()
+	step := op.GetOmapValuesByKeys([]string{"size"})
+	err := op.Operate(io, "rbd_header."+imageID, rados.OperationNoFlag)
+	var size []byte
+	if err == nil {
+		for {
+			kv, err := step.Next()
+			if err != nil || kv == nil {
+				break
+			}
+			if kv.Key == "size" {
+				size = append([]byte(nil), kv.Value...)
+			}
+		}
+	}
+	op.Release()
+	if len(size) == 8 {
+		return binary.LittleEndian.Uint64(size)
+	}
+	img, err := rbd.OpenImageReadOnly(io, name, rbd.NoSnapshot)
+	if err != nil {
+		return 0
+	}
+	defer img.Close()
+	n, _ := img.GetSize()
+	return n
+}
+
+// decodeString decodes a string as Ceph's encoding writes it (a 32-bit
+// little-endian length, then the bytes), as rbd_directory's values are.
+func decodeString(b []byte) (string, bool) {
+	if len(b) < 4 || uint64(len(b)-4) != uint64(binary.LittleEndian.Uint32(b)) {
+		return "", false
+	}
+	return string(b[4:]), true
 }
 
 // GetCapacity reports the pool's max_avail from `ceph df` (what the pool

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -27,6 +28,10 @@ type stageRecord struct {
 	Image  string `json:"image"`
 	Mapper string `json:"mapper"`
 	Block  bool   `json:"block"`
+	// Encrypted: the data is on a dm-crypt mapping of the mapped image
+	// (ParamEncrypted), which unstage closes before it unmaps, also
+	// after a restart.
+	Encrypted bool `json:"encrypted,omitempty"`
 }
 
 func (d *Driver) recordPath(id volumeID) string {
@@ -152,7 +157,12 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 	if err != nil {
 		return nil, err
 	}
-	rec := stageRecord{Pool: pool, Image: id.image(), Mapper: mname, Block: r.GetVolumeCapability().GetBlock() != nil}
+	rec := stageRecord{Pool: pool, Image: id.image(), Mapper: mname, Block: r.GetVolumeCapability().GetBlock() != nil,
+		Encrypted: r.GetVolumeContext()[ParamEncrypted] == "true"}
+	enc := encryption(id, rec.Encrypted, r.GetSecrets())
+	if err := checkKey(ctx, enc); err != nil {
+		return nil, err
+	}
 	if old, ok, err := d.readRecord(id); err != nil {
 		return nil, err
 	} else if ok && old != rec {
@@ -182,6 +192,12 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 	}
 	fail := func(err error) (*csi.NodeStageVolumeResponse, error) {
 		if !wasMapped {
+			if enc != nil {
+				if cerr := d.mounter.CloseEncrypted(context.WithoutCancel(ctx), enc.VolumeID); cerr != nil {
+					d.opts.Logger.Warn("could not close the dm-crypt mapping after a failed stage", "volume", id.String(), "error", cerr)
+					return nil, err
+				}
+			}
 			if uerr := m.Unmap(context.WithoutCancel(ctx), img); uerr != nil {
 				d.opts.Logger.Warn("could not unmap after a failed stage", "volume", id.String(), "error", uerr)
 				return nil, err
@@ -201,13 +217,21 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 		}
 	}
 	if rec.Block {
+		if enc != nil {
+			// The pod gets the mapping (NodePublishVolume), formatted
+			// with LUKS2 here when the image is blank.
+			if _, err := d.mounter.OpenEncrypted(ctx, dev, *enc, ro); err != nil {
+				return fail(err)
+			}
+		}
 		return &csi.NodeStageVolumeResponse{}, nil
 	}
 	mnt := r.GetVolumeCapability().GetMount()
 	fsType, flags := stageFS(mnt, r.GetVolumeContext())
 	err = d.mounter.Stage(ctx, mount.StageOptions{
 		Device: dev, Target: r.GetStagingTargetPath(), FSType: fsType,
-		MountFlags: flags, ReadOnly: ro,
+		MountFlags: flags, ReadOnly: ro, FormatOptions: noDiscard(fsType),
+		Encryption: enc,
 	})
 	if err != nil {
 		return fail(err)
@@ -230,6 +254,20 @@ func stageFS(mnt *csi.VolumeCapability_MountVolume, volCtx map[string]string) (s
 	return t, mnt.GetMountFlags()
 }
 
+// noDiscard are mkfs's options for fsType that skip its discard pass: a
+// blank image is a new one, unallocated, so the pass frees nothing, and
+// through a mapper it costs a request per object (under rbd-nbd an xfs
+// stage took 34 s instead of a few).
+func noDiscard(fsType string) []string {
+	switch {
+	case strings.HasPrefix(fsType, "ext"):
+		return []string{"-E", "nodiscard"}
+	case fsType == "xfs":
+		return []string{"-K"}
+	}
+	return nil
+}
+
 // NodeUnstageVolume unmounts the staging path and unmaps the image; it
 // finds mappings made before a restart through the stage record.
 func (d *Driver) NodeUnstageVolume(ctx context.Context, r *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
@@ -237,18 +275,23 @@ func (d *Driver) NodeUnstageVolume(ctx context.Context, r *csi.NodeUnstageVolume
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "volume %q does not exist", r.GetVolumeId())
 	}
+	rec, ok, err := d.readRecord(id)
+	if err != nil {
+		return nil, err
+	}
 	// A fenced rbd-fuse hangs every I/O on its file: killed first, the
 	// file system's unmount then fails its writes at once instead of
 	// hanging in them (fusereap.go).
-	if rec, ok, err := d.readRecord(id); err == nil && ok && rec.Mapper == MapperFUSE {
+	if ok && rec.Mapper == MapperFUSE {
 		d.mappers[MapperFUSE].(*fuseMapper).reapHung(d.image(id, rec, Credentials{}, false))
 	}
-	if err := d.mounter.Unstage(ctx, r.GetStagingTargetPath(), mount.UnmountOptions{}); err != nil {
+	// The record says whether a dm-crypt mapping is to close (after the
+	// unmount, before the unmap), also for a stage before a restart.
+	if err := d.mounter.Unstage(ctx, r.GetStagingTargetPath(), mount.UnmountOptions{Encryption: encryption(id, rec.Encrypted, nil)}); err != nil {
 		return nil, err
 	}
-	rec, ok, err := d.readRecord(id)
-	if err != nil || !ok {
-		return &csi.NodeUnstageVolumeResponse{}, err
+	if !ok {
+		return &csi.NodeUnstageVolumeResponse{}, nil
 	}
 	m, err := d.mapper(rec.Mapper)
 	if err != nil {
@@ -295,8 +338,11 @@ func (d *Driver) staged(ctx context.Context, rawID string) (volumeID, stageRecor
 // NodePublishVolume binds the staged file system, or the mapped device
 // for block volumes, onto the target.
 func (d *Driver) NodePublishVolume(ctx context.Context, r *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
-	_, rec, dev, err := d.staged(ctx, r.GetVolumeId())
+	id, rec, dev, err := d.staged(ctx, r.GetVolumeId())
 	if err != nil {
+		return nil, err
+	}
+	if dev, err = d.dataDevice(ctx, id, rec, dev); err != nil {
 		return nil, err
 	}
 	isBlock := r.GetVolumeCapability().GetBlock() != nil
@@ -370,14 +416,22 @@ func (d *Driver) NodeExpandVolume(ctx context.Context, r *csi.NodeExpandVolumeRe
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "size of %s: %v", dev, err)
 	}
+	// An encrypted volume's mapping grows first (LUKS2 needs the key:
+	// the node-expand secret), then its file system.
+	enc := encryption(mustID(r.GetVolumeId()), rec.Encrypted, r.GetSecrets())
 	if rec.Block || r.GetVolumeCapability().GetBlock() != nil {
+		if enc != nil {
+			if _, err := d.mounter.ResizeEncrypted(ctx, *enc); err != nil {
+				return nil, err
+			}
+		}
 		return &csi.NodeExpandVolumeResponse{CapacityBytes: size}, nil
 	}
 	path := r.GetStagingTargetPath()
 	if path == "" {
 		path = r.GetVolumePath()
 	}
-	if _, err := d.mounter.Resize(ctx, mount.ResizeOptions{Device: dev, Path: path}); err != nil {
+	if _, err := d.mounter.Resize(ctx, mount.ResizeOptions{Device: dev, Path: path, Encryption: enc}); err != nil {
 		return nil, err
 	}
 	return &csi.NodeExpandVolumeResponse{CapacityBytes: size}, nil
@@ -389,10 +443,14 @@ func (d *Driver) NodeGetVolumeStats(ctx context.Context, r *csi.NodeGetVolumeSta
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "volume %q does not exist", r.GetVolumeId())
 	}
-	if _, ok, err := d.readRecord(id); err != nil {
+	rec, ok, err := d.readRecord(id)
+	if err != nil {
 		return nil, err
 	} else if !ok {
 		return nil, status.Errorf(codes.NotFound, "volume %s is not staged on this node", id)
+	}
+	if err := mappingOpen(id, rec); err != nil {
+		return nil, err
 	}
 	return stats.VolumeStats(ctx, r.GetVolumePath())
 }

@@ -74,6 +74,8 @@ type access struct {
 	attach map[string]attachRecord
 	stage  map[string]stageRecordCeph
 	fence  map[string]fenceRecord
+	// journal holds csikit's KindFence records (fencejournal.go).
+	journal map[string]fenceJournalRecord
 }
 
 // nodes returns the sorted keys of m.
@@ -97,7 +99,7 @@ func (d *Driver) accessIO(ctx context.Context, creds Credentials, id volumeID) (
 
 // readAccess reads id's access object (an empty one if there is none).
 func readAccess(io *rados.IOContext, id volumeID) (access, error) {
-	a := access{attach: map[string]attachRecord{}, stage: map[string]stageRecordCeph{}, fence: map[string]fenceRecord{}}
+	a := access{attach: map[string]attachRecord{}, stage: map[string]stageRecordCeph{}, fence: map[string]fenceRecord{}, journal: map[string]fenceJournalRecord{}}
 	m, _, err := readOmap(io, id.image())
 	if err != nil {
 		return a, backendError(err, "read the access record of volume "+id.String())
@@ -117,6 +119,10 @@ func readAccess(io *rados.IOContext, id volumeID) (access, error) {
 			var r fenceRecord
 			err = json.Unmarshal(v, &r)
 			a.fence[strings.TrimPrefix(k, fenceKey)] = r
+		case strings.HasPrefix(k, fenceJournalKey):
+			var r fenceJournalRecord
+			err = json.Unmarshal(v, &r)
+			a.journal[strings.TrimPrefix(k, fenceJournalKey)] = r
 		}
 		if err != nil {
 			return a, status.Errorf(codes.Internal, "access record of volume %s, key %q: %v", id, k, err)

@@ -58,7 +58,7 @@ done
 set -a; . "$env"; set +a
 
 step "tests (-race) against the cluster"
-go test -tags pacific -race -count=1 -timeout 15m -skip '^TestKernelMappers$' $(go list -tags pacific ./... | grep -v '/test/kube$')
+go test -tags pacific -race -count=1 -timeout 15m -skip '^TestKernelMapper(s|Latency)$' $(go list -tags pacific ./... | grep -v '/test/kube$')
 
 # krbd and rbd-nbd need rbd and nbd modules this kernel lacks: the test
 # runs itself in csitest/vmtest's VM (Debian's kernel, a cluster of its
@@ -68,9 +68,10 @@ go test -tags pacific -race -count=1 -timeout 15m -skip '^TestKernelMappers$' $(
 # unstage) per kind and the failed stage; the sanity harness per mapper
 # and kind takes 3-9 minutes each under TCG (this machine's KVM does not
 # boot the guest), which the 45-minute budget cannot hold, so it runs
-# with RBD_VM_SANITY=1 (make test-rbd-vm).
-vmrun='^TestKernelMappers$/^(krbd|rbd-nbd)$/^(lifecycle|failed_stage)$'
-if [ "${RBD_VM_SANITY:-}" = 1 ]; then vmrun='^TestKernelMappers$'; fi
+# with RBD_VM_SANITY=1 (make test-rbd-vm), as does TestKernelMapperLatency
+# (krbd, rbd-nbd and rbd-fuse stage/publish side by side in the guest).
+vmrun='^TestKernelMappers$/^(krbd|rbd-nbd)$/^(lifecycle|failed_stage|encrypted)$'
+if [ "${RBD_VM_SANITY:-}" = 1 ]; then vmrun='^TestKernelMapper(s|Latency)$'; fi
 step "krbd and rbd-nbd in the VM lane (-run $vmrun)"
 out=$(mktemp)
 if go test -tags pacific -count=1 -timeout 45m -v -run "$vmrun" . >"$out" 2>&1; then

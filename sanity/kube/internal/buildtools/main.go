@@ -1,7 +1,8 @@
 // Command buildtools builds (or finds cached) the binaries of the kube
 // package's tool block and prints their directory; ci.sh runs it before the
 // tests so that a cold build is outside go test's timeout. With -runtime it
-// also builds the container runtime of the kubelet mode (containerd).
+// also builds the container runtime of the kubelet mode (containerd), with
+// -e2e Kubernetes' e2e.test, agnhost, kubectl and ginkgo (the e2e runner).
 package main
 
 import (
@@ -16,6 +17,7 @@ import (
 
 func main() {
 	rt := flag.Bool("runtime", false, "also build containerd, its runc shim and ctr (the kubelet mode)")
+	e2e := flag.Bool("e2e", false, "also build e2e.test, agnhost, kubectl and ginkgo (the e2e runner)")
 	flag.Parse()
 	start := time.Now()
 	dir, err := kube.EnsureBinaries(context.Background(), kube.BuildOptions{})
@@ -32,5 +34,14 @@ func main() {
 			os.Exit(1)
 		}
 		fmt.Printf("%s (%s)\n", dir, time.Since(start).Round(time.Second))
+	}
+	if *e2e {
+		start = time.Now()
+		dir, err := kube.EnsureE2EBinaries(context.Background(), kube.BuildOptions{})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		fmt.Printf("%s e2e (%s)\n", dir, time.Since(start).Round(time.Second))
 	}
 }

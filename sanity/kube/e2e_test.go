@@ -1,0 +1,220 @@
+package kube_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/csikit/csikit/sanity/kube"
+)
+
+// e2eKinds are examples/hostpath's volume kinds a StorageClass selects,
+// each run of the suite provisioning with its class: the fsType kubelet
+// is told (csi.storage.k8s.io/fstype, which the driver also takes for the
+// kind of volume), and, for block, the suite's block-volume patterns only.
+var e2eKinds = map[string]struct{ fsType, focus, skip string }{
+	"directory": {skip: `\(block volmode\)`},
+	"ext4":      {fsType: "ext4", skip: `\(block volmode\)`},
+	"xfs":       {fsType: "xfs", skip: `\(block volmode\)`},
+	"block":     {focus: `\(block volmode\)`},
+}
+
+// hostIP is the address of the host's default route (a UDP "connect"
+// sends nothing).
+func hostIP(t *testing.T) string {
+	t.Helper()
+	c, err := net.Dial("udp4", "203.0.113.1:9")
+	if err != nil {
+		t.Fatalf("the host's address (its default route): %v", err)
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).IP.String()
+}
+
+// TestE2E runs Kubernetes' own storage e2e suite (e2e.test, focus
+// External.Storage) against examples/hostpath deployed with its deploy/
+// manifests in the kubelet mode, with the test-driver file `csikit
+// testdriver` derives from the deployed driver's capabilities. Opt-in
+// (sanity/kube/e2e/run.sh): CSIKIT_KUBE_E2E=hostpath, CSIKIT_KUBE_E2E_KIND
+// (directory, ext4, xfs or block; default ext4), CSIKIT_KUBE_E2E_FOCUS and
+// CSIKIT_KUBE_E2E_SKIP narrow the run, CSIKIT_KUBE_E2E_PROCS runs specs in
+// parallel, CSIKIT_KUBE_E2E_DIR keeps the JUnit file and the logs.
+func TestE2E(t *testing.T) {
+	if os.Getenv("CSIKIT_KUBE_E2E") != "hostpath" {
+		t.Skip("Kubernetes' storage e2e suite is opt-in: sanity/kube/e2e/run.sh hostpath [KIND] (CSIKIT_KUBE_E2E=hostpath)")
+	}
+	kindName := os.Getenv("CSIKIT_KUBE_E2E_KIND")
+	if kindName == "" {
+		kindName = "ext4"
+	}
+	kind, ok := e2eKinds[kindName]
+	if !ok {
+		t.Fatalf("CSIKIT_KUBE_E2E_KIND=%q: want directory, ext4, xfs or block", kindName)
+	}
+	start := time.Now()
+	kubeletPrereqs(t)
+	ctx := context.Background()
+	binDir, err := kube.EnsureBinaries(ctx, kube.BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kube.EnsureE2EBinaries(ctx, kube.BuildOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out := os.Getenv("CSIKIT_KUBE_E2E_DIR")
+	if out == "" {
+		out = t.TempDir()
+	} else if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "csikit-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Error(err)
+		}
+	})
+	images := deployImages(t, dir, binDir)
+	e2eImages, err := kube.E2EImages(ctx, dir, "/bin/busybox", binDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	images = append(images, e2eImages...)
+	csikitBin := filepath.Join(dir, "csikit")
+	if b, err := exec.Command("go", "build", "-o", csikitBin, "github.com/csikit/csikit/cmd/csikit").CombinedOutput(); err != nil {
+		t.Fatalf("go build cmd/csikit: %v: %s", err, b)
+	}
+	t.Logf("binaries and images ready in %s", time.Since(start).Round(time.Second))
+
+	var env *kube.Env
+	t.Cleanup(func() {
+		if env != nil {
+			if left := env.Leftovers(); len(left) > 0 {
+				t.Errorf("the kubelet mode left on the host: %v", left)
+			}
+		}
+	})
+	env = kube.Start(t, kube.Options{
+		DriverName: hostpathName, NodeName: "node-1", BinDir: binDir,
+		Sidecars: []string{}, // the Deployment's sidecars only
+		// The suite runs kubectl exec: the API server must reach kubelet.
+		Kubelet: &kube.KubeletOptions{Images: images, NodeIP: hostIP(t)},
+		// The suite deletes a namespace per spec and uses generic
+		// ephemeral volumes (owned by their pods).
+		ExtraArgs: map[string][]string{"kube-controller-manager": {
+			"--controllers=namespace-controller,garbage-collector-controller,ephemeral-volume-controller"}},
+	})
+	if _, err := env.Client.CoreV1().Nodes().Patch(ctx, "node-1", "application/merge-patch+json",
+		[]byte(`{"metadata":{"labels":{"csikit-hostpath":"controller"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	root := env.KubeletDir()
+	state := filepath.Join(env.Dir, "hostpath-state")
+	for _, m := range []string{"rbac.yaml", "csidriver.yaml", "volumesnapshotclass.yaml"} {
+		applyManifest(t, env, m, nil)
+	}
+	applyManifest(t, env, "node.yaml", [][2]string{
+		{"csikit/hostpath:latest", hostpathImage},
+		{"/var/lib/kubelet", root},
+		{"{path: /var/lib/csikit-hostpath, type: DirectoryOrCreate}", "{path: " + state + ", type: DirectoryOrCreate}"},
+	})
+	applyManifest(t, env, "controller.yaml", [][2]string{{"/var/lib/kubelet", root}})
+	t.Cleanup(func() {
+		if t.Failed() {
+			logDeployPods(t, env)
+		}
+	})
+	kube.WaitFor(t, kubeletWait, "the DaemonSet's pod Ready", func(ctx context.Context) (bool, string, error) {
+		return podsReady(ctx, env, "app=csikit-hostpath-node", 1, 1)
+	})
+	waitDriverOnNode(t, env, "CSINode with the driver registered by the DaemonSet's pod")
+	kube.WaitFor(t, kubeletWait, "the Deployment's pod Ready", func(ctx context.Context) (bool, string, error) {
+		return podsReady(ctx, env, "app=csikit-hostpath-controller", 1, 4)
+	})
+	t.Logf("driver deployed %s after the start", time.Since(start).Round(time.Second))
+
+	// The StorageClass: deploy/storageclass.yaml's default class, with
+	// the kind's fsType for kubelet (and the driver) — logged.
+	sc, err := os.ReadFile(filepath.Join("..", "..", "examples", "hostpath", "deploy", "storageclass.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	class, _, _ := strings.Cut(string(sc), "\n---\n")
+	if kind.fsType != "" {
+		class = strings.Replace(class, "reclaimPolicy: Delete", "reclaimPolicy: Delete\nparameters:\n  csi.storage.k8s.io/fstype: "+kind.fsType, 1)
+		t.Logf("storageclass.yaml: the default class with parameters csi.storage.k8s.io/fstype: %s", kind.fsType)
+	}
+	scFile := filepath.Join(out, "storageclass.yaml")
+	if err := os.WriteFile(scFile, []byte(class), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	vscFile, err := filepath.Abs(filepath.Join("..", "..", "examples", "hostpath", "deploy", "volumesnapshotclass.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What CSI does not show, from the driver's main.go: block volumes,
+	// its access modes, volumes that live on one node, the Ephemeral
+	// lifecycle mode of csidriver.yaml.
+	args := []string{"testdriver", filepath.Join(root, "plugins", hostpathName, "csi.sock"),
+		"--storage-class", scFile, "--snapshot-class", vscFile, "--block", "--single-node-volume", "--inline",
+		"--access-modes", "SINGLE_NODE_WRITER,SINGLE_NODE_READER_ONLY,SINGLE_NODE_SINGLE_WRITER,SINGLE_NODE_MULTI_WRITER",
+		"--fs-types", "," + kind.fsType, "--fs-type", kind.fsType}
+	if kind.fsType == "" {
+		args[len(args)-3] = ""
+	}
+	td, err := exec.Command(csikitBin, args...).Output()
+	if err != nil {
+		t.Fatalf("csikit %s: %v", strings.Join(args, " "), err)
+	}
+	tdFile := filepath.Join(out, "test-driver.yaml")
+	if err := os.WriteFile(tdFile, td, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("test-driver.yaml (csikit %s):\n%s", strings.Join(args, " "), td)
+
+	focus := "External.Storage"
+	if f := os.Getenv("CSIKIT_KUBE_E2E_FOCUS"); f != "" {
+		focus += ".*(" + f + ")"
+	}
+	if kind.focus != "" {
+		focus += ".*" + kind.focus
+	}
+	skip := kind.skip
+	if s := os.Getenv("CSIKIT_KUBE_E2E_SKIP"); s != "" {
+		skip = strings.TrimPrefix(skip+"|"+s, "|")
+	}
+	procs := 1
+	if p := os.Getenv("CSIKIT_KUBE_E2E_PROCS"); p != "" {
+		if _, err := fmt.Sscan(p, &procs); err != nil {
+			t.Fatalf("CSIKIT_KUBE_E2E_PROCS=%q: %v", p, err)
+		}
+	}
+	e2eBin, err := kube.BinariesDir(kube.BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := kube.RunE2E(ctx, kube.E2EOptions{BinDir: e2eBin, Kubeconfig: env.Kubeconfig, TestDriver: tdFile,
+		Focus: focus, Skip: skip, Procs: procs, Dir: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range res.Skips {
+		t.Logf("skipped: %s: %s", s.Name, s.Reason)
+	}
+	for _, f := range res.Failures {
+		t.Errorf("failed: %s", f)
+	}
+	t.Logf("hostpath %s: %s in %s (suite %s; JUnit %s)", kindName, res.Summary(), time.Since(start).Round(time.Second),
+		res.Duration.Round(time.Second), res.JUnit)
+	fmt.Printf("e2e hostpath %s: %s\n", kindName, res.Summary())
+}
