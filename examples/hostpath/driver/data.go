@@ -4,6 +4,7 @@ package driver
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/block"
+	"github.com/csikit/csikit/command"
 	"github.com/csikit/csikit/fstree"
 )
 
@@ -73,8 +75,32 @@ func (d *Driver) createData(ctx context.Context, v *volume, src *csi.VolumeConte
 		if err := os.Truncate(img, v.imageSize(v.Capacity)); err != nil {
 			return status.Errorf(codes.Internal, "size backing file: %v", err)
 		}
+		if from != "" && v.Kind == kindFS && v.FSType == "ext4" && v.Capacity > fromSize {
+			return growExt4Offline(ctx, img)
+		}
 		return nil
 	}
+}
+
+// growExt4Offline grows the ext4 filesystem in a restored or cloned
+// backing file to the file's new size. Kubelet asks for no
+// NodeExpandVolume on a new volume, so a copy made larger than its source
+// would otherwise keep the source's filesystem size. It runs on the file,
+// before any loop device or mount: offline growth needs no
+// CAP_SYS_RESOURCE (growing a mounted ext4 does) and a full check first
+// (e2fsck -f -p; exit status 1 means it fixed something, which a snapshot
+// of a mounted filesystem may need).
+func growExt4Offline(ctx context.Context, img string) error {
+	if _, err := command.Run(ctx, "e2fsck", []string{"-f", "-p", img}, command.Options{}); err != nil {
+		var ce *command.Error
+		if !errors.As(err, &ce) || ce.ExitCode != 1 {
+			return status.Errorf(status.Code(err), "check the copied filesystem before growing it: %v", err)
+		}
+	}
+	if _, err := command.Run(ctx, "resize2fs", []string{img}, command.Options{}); err != nil {
+		return status.Errorf(status.Code(err), "grow the copied filesystem to the volume's size: %v", err)
+	}
+	return nil
 }
 
 // source resolves a content source to the path holding its data.
