@@ -250,11 +250,34 @@ func FindLoopAt(ctx context.Context, backingFile string, offset, sizeLimit int64
 		if err := ctx.Err(); err != nil {
 			return "", false, ctxError(err, "find loop device for %s", backingFile)
 		}
-		if isLoopOf(name, &st, offset, sizeLimit) {
+		if isLoopOfWithin(name, &st, offset, sizeLimit, sameNameWait) {
 			return "/dev/" + name, true, nil
 		}
 	}
 	return "", false, nil
+}
+
+// sameNameWait bounds the check of a device whose file has only the same
+// base name: LOOP_GET_STATUS64 stats the device's backing file, which may
+// be another mapping's on a FUSE server that stopped answering (an RBD
+// image mapped by a second node plugin on the host, whose rbd-fuse was
+// fenced), and that must not hang the search.
+const sameNameWait = 2 * time.Second
+
+// isLoopOfWithin is isLoopOf, taken as false when the kernel does not
+// answer within wait (the blocked goroutine ends when the backing file's
+// server answers or dies).
+func isLoopOfWithin(name string, st *unix.Stat_t, offset, sizeLimit int64, wait time.Duration) bool {
+	ch := make(chan bool, 1)
+	go func() { ch <- isLoopOf(name, st, offset, sizeLimit) }()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case ok := <-ch:
+		return ok
+	case <-t.C:
+		return false
+	}
 }
 
 // isLoopOf asks the kernel whether loop device name is attached to the

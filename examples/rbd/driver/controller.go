@@ -757,6 +757,7 @@ func (d *Driver) DeleteVolume(ctx context.Context, r *csi.DeleteVolumeRequest) (
 			return nil, backendError(err, "remove image")
 		}
 	}
+	d.removeAccess(ctx, creds, id)
 	if strings.HasPrefix(parent, deletedPrefix) {
 		d.reap(io, parent)
 	}

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
 
 	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/crypt"
@@ -94,6 +95,9 @@ type Options struct {
 	// renews it every third of that. The sweep of abandoned creates only
 	// takes over reservations whose lease expired.
 	CreateLease time.Duration
+	// FenceExpiry is how long a fence's blocklist entries last unless
+	// Unfence lifts them first (default DefaultFenceExpiry).
+	FenceExpiry time.Duration
 	// OpTimeout bounds every Ceph operation (default 30s).
 	OpTimeout time.Duration
 	// Runner, when set, runs every external tool of the node, the
@@ -120,6 +124,8 @@ type Driver struct {
 
 	mu   sync.Mutex
 	seen map[string]seenPool // pools requests named, for the calls without secrets
+
+	fence fenceState
 }
 
 // seenPool is a pool the driver served with some credentials.
@@ -153,6 +159,9 @@ func New(o Options) (*Driver, error) {
 	}
 	if o.OpTimeout <= 0 {
 		o.OpTimeout = 30 * time.Second
+	}
+	if o.FenceExpiry <= 0 {
+		o.FenceExpiry = DefaultFenceExpiry
 	}
 	run := execTools(o.OpTimeout)
 	if o.Runner != nil {
@@ -215,6 +224,9 @@ func (d *Driver) Service() any { return d }
 // parameters through journal.Request) and the capabilities.
 func (d *Driver) ServerOptions(o csikit.Options) csikit.Options {
 	o.Journal = d.Journal()
+	// csikit reads its fence records before the driver runs; the journal
+	// needs the request's secrets (fencejournal.go).
+	o.ServerOptions = append(o.ServerOptions, grpc.ChainUnaryInterceptor(withRequest))
 	o.VolumeModes = csikit.Mount | csikit.Block
 	o.Clone = true
 	o.Expansion = csikit.ExpansionOnline

@@ -123,7 +123,10 @@ func (m *krbdMapper) Map(ctx context.Context, img Image) (string, error) {
 		return "", err
 	}
 	defer rm()
-	args := []string{"device", "map", "--id", img.Creds.User, "--keyfile", kf, "-m", img.Monitors}
+	// noshare: a Ceph client of this mapping's own, so a fence
+	// (blocklisting its address) cuts off this image alone, not every
+	// image the node mapped.
+	args := []string{"device", "map", "--id", img.Creds.User, "--keyfile", kf, "-m", img.Monitors, "-o", "noshare"}
 	if img.ReadOnly {
 		args = append(args, "--read-only")
 	}
@@ -237,13 +240,10 @@ type fuseMapper struct {
 func (m *fuseMapper) mountPoint(img Image) string { return filepath.Join(m.dir, img.Key) }
 func (m *fuseMapper) file(img Image) string       { return filepath.Join(m.mountPoint(img), img.Name) }
 
-func isMount(p string) bool {
-	var st, parent unix.Stat_t
-	if unix.Lstat(p, &st) != nil || unix.Lstat(filepath.Dir(p), &parent) != nil {
-		return false
-	}
-	return st.Dev != parent.Dev
-}
+// isMount reports whether p is a mount point, from /proc/self/mountinfo:
+// an lstat of an rbd-fuse mount point asks the daemon, and a fenced
+// rbd-fuse never answers.
+func isMount(p string) bool { return mountedAt(p) }
 
 func (m *fuseMapper) Map(ctx context.Context, img Image) (dev string, err error) {
 	if d, ok, err := m.Find(ctx, img); err != nil || ok {
@@ -352,6 +352,9 @@ func (m *fuseMapper) Find(ctx context.Context, img Image) (string, bool, error) 
 	if !isMount(m.mountPoint(img)) {
 		return "", false, nil
 	}
+	if !m.answers(img) {
+		return "", false, status.Errorf(codes.FailedPrecondition, "rbd-fuse of image %s/%s does not answer (its Ceph client was probably fenced, blocklisted after the volume moved to another node): unstage the volume", img.Pool, img.Name)
+	}
 	dev, ok, err := block.FindLoop(ctx, m.file(img))
 	if err != nil && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTCONN)) {
 		return "", false, nil
@@ -361,7 +364,19 @@ func (m *fuseMapper) Find(ctx context.Context, img Image) (string, bool, error) 
 
 func (m *fuseMapper) Unmap(ctx context.Context, img Image) error {
 	mp := m.mountPoint(img)
-	if isMount(mp) {
+	if m.reapHung(img) {
+		// Fenced: the daemon is killed, its mount dead (ENOTCONN); the
+		// loop device is found by its path alone and both let go.
+		if dev, ok := m.loopOfDeadFuse(img); ok {
+			if err := block.DetachLoop(ctx, dev); err != nil {
+				return err
+			}
+		}
+		if err := unix.Unmount(mp, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			return status.Errorf(codes.Internal, "unmount the dead rbd-fuse at %s: %v", mp, err)
+		}
+		_ = os.Remove(m.pidFile(img))
+	} else if isMount(mp) {
 		if dev, ok, err := block.FindLoop(ctx, m.file(img)); err == nil && ok {
 			if err := block.DetachLoop(ctx, dev); err != nil {
 				return err

@@ -179,6 +179,13 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 	if err != nil {
 		return nil, err
 	}
+	// Single-node: refused while another node holds the volume unfenced;
+	// else this node's stage recorded in the volume's access object
+	// (fence.go), before the map.
+	before, err := d.claimStage(ctx, creds, id)
+	if err != nil {
+		return nil, err
+	}
 	// The record first: a crash after mapping must leave a way to unmap.
 	if err := d.writeRecord(id, rec); err != nil {
 		return nil, err
@@ -196,12 +203,18 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 				return nil, err
 			}
 			_ = d.removeRecord(id)
+			d.releaseStage(context.WithoutCancel(ctx), id)
 		}
 		return nil, err
 	}
 	dev, err := m.Map(ctx, img)
 	if err != nil {
 		return fail(err)
+	}
+	if !wasMapped {
+		if err := d.recordStageClients(ctx, creds, id, before); err != nil {
+			return fail(err)
+		}
 	}
 	if rec.Block {
 		if enc != nil {
@@ -266,6 +279,12 @@ func (d *Driver) NodeUnstageVolume(ctx context.Context, r *csi.NodeUnstageVolume
 	if err != nil {
 		return nil, err
 	}
+	// A fenced rbd-fuse hangs every I/O on its file: killed first, the
+	// file system's unmount then fails its writes at once instead of
+	// hanging in them (fusereap.go).
+	if ok && rec.Mapper == MapperFUSE {
+		d.mappers[MapperFUSE].(*fuseMapper).reapHung(d.image(id, rec, Credentials{}, false))
+	}
 	// The record says whether a dm-crypt mapping is to close (after the
 	// unmount, before the unmap), also for a stage before a restart.
 	if err := d.mounter.Unstage(ctx, r.GetStagingTargetPath(), mount.UnmountOptions{Encryption: encryption(id, rec.Encrypted, nil)}); err != nil {
@@ -284,6 +303,7 @@ func (d *Driver) NodeUnstageVolume(ctx context.Context, r *csi.NodeUnstageVolume
 	if err := d.removeRecord(id); err != nil {
 		return nil, status.Errorf(codes.Internal, "remove stage record: %v", err)
 	}
+	d.releaseStage(ctx, id)
 	return &csi.NodeUnstageVolumeResponse{}, nil
 }
 

@@ -148,7 +148,9 @@ cephc osd pool set "$pool" size 1 --yes-i-really-mean-it >/dev/null 2>&1
 timeout 120 rbd -c "$conf" -n client.admin -k "$dir/client.admin.keyring" pool init "$pool"
 
 user=tenant42
-key=$(cephc auth get-or-create-key "client.$user" mon 'profile rbd' osd "profile rbd pool=$pool" mgr "profile rbd pool=$pool")
+# profile rbd lets the driver blocklist a client (Fence); lifting a fence
+# early (Unfence) needs blocklist rm too (README: Node loss and fencing).
+key=$(cephc auth get-or-create-key "client.$user" mon 'profile rbd, allow command "osd blocklist" with blocklistop=rm' osd "profile rbd pool=$pool" mgr "profile rbd pool=$pool")
 umask 077
 printf '%s' "$key" >"$dir/$user.key"
 cat >"$dir/env" <<ENV

@@ -7,7 +7,6 @@
 # testdriver), the suite's test images built here (no registry).
 #
 #   sanity/kube/e2e/run.sh hostpath [directory|ext4|xfs|block]
-#   sanity/kube/e2e/run.sh rbd        # needs the throwaway Ceph cluster: examples/rbd/test/ci.sh
 #
 # FOCUS='provisioning|snapshottable' narrows the run (a regular expression
 # over the spec names, after External.Storage), SKIP adds to the skipped
