@@ -43,6 +43,7 @@ type config struct {
 	cloneDepth                                                                     int
 	timeout                                                                        time.Duration
 	createLease                                                                    time.Duration
+	fenceExpiry                                                                    time.Duration
 	printCSIDriver, showVersion                                                    bool
 }
 
@@ -68,6 +69,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.cloneDepth, "max-clone-depth", 8, "flatten clones whose parent chain is longer (negative: always)")
 	fs.DurationVar(&c.timeout, "ceph-timeout", 30*time.Second, "timeout of each Ceph operation")
 	fs.DurationVar(&c.createLease, "create-lease", driver.DefaultCreateLease, "how long a create's journal reservation stays its own unrenewed (a running create renews it); the sweep of abandoned creates takes over only expired ones")
+	fs.DurationVar(&c.fenceExpiry, "fence-expiry", driver.DefaultFenceExpiry, "how long the blocklist entries of a fence last unless Unfence lifts them (README: Node loss and fencing)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.metricsAddr, "metrics-address", "", "address for /metrics, /healthz and /readyz (empty = off)")
 	fs.StringVar(&c.kubeletRegistration, "kubelet-registration-path", "", "register with kubelet directly (no node-driver-registrar): the CSI socket's path on the host, e.g. /var/lib/kubelet/plugins/rbd.csikit.dev/csi.sock")
@@ -107,7 +109,7 @@ func run(args []string) error {
 	d, err := driver.New(driver.Options{
 		Monitors: monitors, DefaultPool: cfg.pool, NodeID: cfg.nodeID, Zone: cfg.zone,
 		StateDir: cfg.stateDir, Mapper: cfg.mapper, MaxCloneDepth: cfg.cloneDepth,
-		OpTimeout: cfg.timeout, CreateLease: cfg.createLease, Logger: logger,
+		OpTimeout: cfg.timeout, CreateLease: cfg.createLease, FenceExpiry: cfg.fenceExpiry, Logger: logger,
 	})
 	if err != nil {
 		return err

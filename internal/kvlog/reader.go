@@ -48,26 +48,15 @@ func (r Reader) ForEach(bucket string, fn func(key string, value []byte) error) 
 }
 
 // ForEachFrom calls fn for every key of bucket not before from, in key
-// order, as ForEach does. It costs the keys it visits, whatever from is.
+// order, as ForEach does. It costs the keys it visits, whatever from is;
+// their values are read a batch of keys at a time, in few reads (see
+// batchReader), so a walk may read some values beyond where fn stops it.
 func (r Reader) ForEachFrom(bucket, from string, fn func(key string, value []byte) error) error {
 	x := r.db.index[bucket]
 	if x == nil {
 		return nil
 	}
-	m := r.db.state[bucket]
-	var err error
-	var buf []byte // each value is valid only during its call
-	x.ascend(from, func(k string) bool {
-		var v []byte
-		if v, err = r.db.readInto(buf, m[k]); err == nil {
-			if cap(v) > cap(buf) {
-				buf = v[:0]
-			}
-			err = fn(k, v)
-		}
-		return err == nil
-	})
-	return err
+	return r.db.walk(r.db.state[bucket], func(fn func(string) bool) { x.ascend(from, fn) }, fn)
 }
 
 // Scan calls fn for every key of bucket in no particular order (that of
