@@ -8,6 +8,9 @@
 // the driver's endpoint. It hands back clients for the API server. No
 // kubelet and no scheduler run: Pods are never started, a test plays the
 // scheduler by setting spec.nodeName or the selected-node annotation.
+// Options.Kubelet adds real nodes (containerd, kubelet, kube-scheduler),
+// KubeletOptions.ExtraNodes more of them on the same host, each with its
+// own containerd, and Env.FreezeNode hangs one, for node-loss tests.
 //
 // Invariants:
 //   - Every process is started by this package, tracked by PID, and stopped
