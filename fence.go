@@ -84,11 +84,10 @@ type fencing struct {
 	locks   func() *locks.Table
 	log     *slog.Logger
 
-	mu    sync.Mutex
+	mu sync.Mutex
+	// pairs are the pairs recorded: every one in the journal when it is
+	// a journal.RecordLister, else those fenced since the start.
 	pairs map[string]FencedNode // fenceName → pair
-	// complete is true when pairs holds every record of the journal
-	// (it is a journal.RecordLister), not only those of this process.
-	complete bool
 }
 
 // fenceName is the journal name (and ID) of a pair: the volume ID's
@@ -143,7 +142,9 @@ func (s *Server) setupFencing() error {
 	}
 	fs := &fencing{fencer: f, journal: s.opts.Journal, locks: s.Locks, log: s.log, pairs: map[string]FencedNode{}}
 	if l, ok := s.opts.Journal.(journal.RecordLister); ok {
-		recs, err := l.Records(context.Background(), journal.KindFence)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		recs, err := l.Records(ctx, journal.KindFence)
+		cancel()
 		if err != nil {
 			return fmt.Errorf("csikit: reading the fenced nodes from Options.Journal: %s", status.Convert(err).Message())
 		}
@@ -152,13 +153,12 @@ func (s *Server) setupFencing() error {
 				fs.pairs[rec.Name] = p
 			}
 		}
-		fs.complete = true
 	}
 	s.fence = fs
 	return nil
 }
 
-// fencedNodesGauge reports the number of fenced (or being fenced)
+// gauge is csikit_fenced_nodes: the number of fenced (or being fenced)
 // volume/node pairs.
 func (f *fencing) gauge(driver string) prometheus.Collector {
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -487,3 +487,49 @@ func TestFencingService(t *testing.T) {
 		t.Fatalf("publish after Unfence through the service: %v", err)
 	}
 }
+
+// flakyCommit fails the first commit of a fence record.
+type flakyCommit struct {
+	*journal.Memory
+	mu     sync.Mutex
+	failed bool
+}
+
+func (j *flakyCommit) Commit(ctx context.Context, kind journal.Kind, name, id string, resp []byte) error {
+	j.mu.Lock()
+	fail := kind == journal.KindFence && !j.failed
+	j.failed = j.failed || fail
+	j.mu.Unlock()
+	if fail {
+		return statusErr(codes.Unavailable, "journal: disk went away")
+	}
+	return j.Memory.Commit(ctx, kind, name, id, resp)
+}
+
+// A fence done but not recorded is no OK either: the retry fences again
+// (idempotent) and records it.
+func TestFenceNotRecordedIsRetried(t *testing.T) {
+	ctx := context.Background()
+	d := newFenceDriver()
+	d.holdsAfter = true
+	s := serve(t, d, csikit.Options{Journal: &flakyCommit{Memory: journal.NewMemory()}})
+	c := s.controller()
+	if _, err := c.ControllerPublishVolume(ctx, publishReq("vol-1", "node-a")); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.ControllerUnpublishVolume(ctx, unpublishReq("vol-1", "node-a"))
+	st := testenv.WantCode(t, err, codes.Unavailable)
+	if !strings.Contains(st.Message(), "cannot record it") {
+		t.Fatalf("message %q", st.Message())
+	}
+	if _, err := c.ControllerUnpublishVolume(ctx, unpublishReq("vol-1", "node-a")); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.takeCalls(); got != "holds vol-1 node-a, fence vol-1 node-a, fence vol-1 node-a" {
+		t.Fatalf("calls %q, want Holds once and Fence twice", got)
+	}
+	fns, err := s.srv.FencedNodes(ctx)
+	if err != nil || len(fns) != 1 || !fns[0].Done {
+		t.Fatalf("FencedNodes = %+v, %v", fns, err)
+	}
+}

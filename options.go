@@ -157,7 +157,9 @@ type Options struct {
 	// before the handler, for the SnapshotMetadata service and streaming
 	// services registered through GRPCServer.
 	StreamInterceptors []grpc.StreamServerInterceptor
-	// ServerOptions are passed to grpc.NewServer after csikit's own.
+	// ServerOptions are passed to grpc.NewServer after csikit's own
+	// (which serve calls on a pool of 16 goroutines, grpc.NumStreamWorkers;
+	// an option here may set another size).
 	// Interceptors given here (grpc.ChainUnaryInterceptor) run before
 	// csikit's chain for the CSI RPCs; use UnaryInterceptors to run after
 	// it.

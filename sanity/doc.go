@@ -15,7 +15,10 @@
 // specs to our case) and what csi-sanity misses: concurrent retries, driver
 // restarts, data written through published volumes, snapshot and clone
 // contents, real filesystem growth, pagination exactness, secrets in logs,
-// leaked mounts and goroutines.
+// leaked mounts and goroutines, and, with Config.SplitBrain, whether a
+// node frozen mid-write and unpublished can still write to the volume
+// once another node uses it (SplitBrainConfig; the driver passes by
+// fencing the node, csikit.Fencer).
 //
 // Invariants:
 //

@@ -310,7 +310,12 @@ func lateWrites(got, first []byte, lastA int64, unpublished time.Time) string {
 		}
 		changed++
 		if len(late) < 3 {
-			late = append(late, fmt.Sprintf("stamp %d written %s after the unpublish", st.seq, st.at.Sub(unpublished).Round(time.Millisecond)))
+			if d := st.at.Sub(unpublished).Round(time.Millisecond); d >= 0 {
+				late = append(late, fmt.Sprintf("stamp %d written %s after the unpublish", st.seq, d))
+			} else {
+				// Stamped, then frozen before the write: it landed late.
+				late = append(late, fmt.Sprintf("stamp %d (stamped %s before the unpublish, written after)", st.seq, -d))
+			}
 		}
 	}
 	return fmt.Sprintf("%d records rewritten by node A after it was frozen (its last stamp before: %d), e.g. %s",
@@ -341,9 +346,29 @@ func CheckFilesystem(ctx context.Context, device string) error {
 		var ce *command.Error
 		if errors.As(err, &ce) {
 			return fmt.Errorf("%s %s found errors (exit status %d): %s", name, device, ce.ExitCode,
-				strings.TrimSpace(string(append(ce.Stdout, ce.Stderr...))))
+				findings(string(ce.Stdout)+"\n"+string(ce.Stderr)))
 		}
 		return fmt.Errorf("%s %s: %w", name, device, err)
 	}
 	return nil
+}
+
+// findings keeps what a checker found from its report: its progress
+// lines ("Pass 1: ...", "Phase 2 - ...", "- scan ...") and version
+// banner go.
+func findings(report string) string {
+	var out []string
+	for _, l := range strings.Split(report, "\n") {
+		l = strings.TrimSpace(l)
+		switch {
+		case l == "", strings.HasPrefix(l, "Pass "), strings.HasPrefix(l, "Phase "),
+			strings.HasPrefix(l, "- "), strings.HasPrefix(l, "e2fsck 1."):
+			continue
+		}
+		out = append(out, l)
+	}
+	if len(out) == 0 {
+		return strings.TrimSpace(report)
+	}
+	return strings.Join(out, "; ")
 }

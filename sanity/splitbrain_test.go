@@ -38,16 +38,19 @@ import (
 // node is cut off a volume by shrinking its loop device to one sector,
 // after which its writes fail with EIO.
 type sbDriver struct {
-	dir   string
-	fence bool
+	dir string
+	fs  string // "ext4" (default) or "xfs"
+	// lateFence makes ControllerUnpublishVolume fence the node itself,
+	// but only lateFence after answering OK: the bug the rule forbids.
+	lateFence time.Duration
 
 	mu    sync.Mutex
 	loops map[string]string // volume/node → loop device of the node's stage
 	cut   map[string]bool   // volume/node fenced
 }
 
-func newSBDriver(dir string, fence bool) *sbDriver {
-	return &sbDriver{dir: dir, fence: fence, loops: map[string]string{}, cut: map[string]bool{}}
+func newSBDriver(dir string) *sbDriver {
+	return &sbDriver{dir: dir, loops: map[string]string{}, cut: map[string]bool{}}
 }
 
 func (d *sbDriver) img(id string) string { return filepath.Join(d.dir, id+".img") }
@@ -56,6 +59,11 @@ func (d *sbDriver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest)
 	h := sha256.Sum256([]byte(r.GetName()))
 	id := "sb" + hex.EncodeToString(h[:8])
 	size := max(r.GetCapacityRange().GetRequiredBytes(), 32<<20)
+	mkfs := []string{"mkfs.ext4", "-q", "-F"}
+	if d.fs == "xfs" {
+		size = max(size, 320<<20) // mkfs.xfs's minimum
+		mkfs = []string{"mkfs.xfs", "-q", "-f"}
+	}
 	if _, err := os.Stat(d.img(id)); err != nil {
 		tmp := d.img(id) + ".tmp"
 		if err := os.WriteFile(tmp, nil, 0o600); err != nil {
@@ -64,7 +72,7 @@ func (d *sbDriver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest)
 		if err := os.Truncate(tmp, size); err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
 		}
-		if _, err := command.Run(ctx, "mkfs.ext4", []string{"-q", "-F", tmp}, command.Options{}); err != nil {
+		if _, err := command.Run(ctx, mkfs[0], append(mkfs[1:], tmp), command.Options{}); err != nil {
 			return nil, err
 		}
 		if err := os.Rename(tmp, d.img(id)); err != nil {
@@ -105,7 +113,11 @@ func (d *sbDriver) ControllerPublishVolume(ctx context.Context, r *csi.Controlle
 	return &csi.ControllerPublishVolumeResponse{}, nil
 }
 
-func (d *sbDriver) ControllerUnpublishVolume(context.Context, *csi.ControllerUnpublishVolumeRequest) (*csi.ControllerUnpublishVolumeResponse, error) {
+func (d *sbDriver) ControllerUnpublishVolume(_ context.Context, r *csi.ControllerUnpublishVolumeRequest) (*csi.ControllerUnpublishVolumeResponse, error) {
+	if d.lateFence > 0 {
+		vol, node := r.GetVolumeId(), r.GetNodeId()
+		time.AfterFunc(d.lateFence, func() { _ = d.Fence(context.Background(), vol, node) })
+	}
 	return &csi.ControllerUnpublishVolumeResponse{}, nil
 }
 
@@ -188,7 +200,13 @@ func (n sbNode) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeReque
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.Mount(dev, staging, "ext4", 0, ""); err != nil {
+	fs, data := "ext4", ""
+	if n.d.fs == "xfs" {
+		// Both nodes mount one filesystem, whose UUID XFS would refuse
+		// to see twice on one host.
+		fs, data = "xfs", "nouuid"
+	}
+	if err := unix.Mount(dev, staging, fs, 0, data); err != nil {
 		_ = block.DetachLoop(ctx, dev)
 		return nil, status.Errorf(codes.Internal, "mount %s on %s: %v", dev, staging, err)
 	}
@@ -253,12 +271,23 @@ func mounted(path string) bool {
 
 // sbTarget serves the controller with node A in-process (the Run's
 // target) and node B on a socket of its own, and returns the config of
-// the SplitBrain area for them.
-func sbTarget(t *testing.T, fence bool, trials int) (sanity.Target, sanity.Config) {
+// the SplitBrain area for them. mode is "fence" (a csikit.Fencer),
+// "none" (no fencing) or "late" (the driver fences a second after it
+// answered the unpublish).
+func sbTarget(t *testing.T, mode string, trials int) (sanity.Target, sanity.Config, *sbDriver) {
+	return sbTargetFS(t, mode, "ext4", trials)
+}
+
+// sbTargetFS is sbTarget with volumes of filesystem fs.
+func sbTargetFS(t *testing.T, mode, fs string, trials int) (sanity.Target, sanity.Config, *sbDriver) {
 	t.Helper()
 	dir := t.TempDir()
 	t.Cleanup(func() { detachLoopsUnder(t, dir) })
-	d := newSBDriver(dir, fence)
+	d := newSBDriver(dir)
+	d.fs = fs
+	if mode == "late" {
+		d.lateFence = 1500 * time.Millisecond
+	}
 	type ctrlNode struct {
 		sbCtrl
 		sbNode
@@ -269,7 +298,7 @@ func sbTarget(t *testing.T, fence bool, trials int) (sanity.Target, sanity.Confi
 	}
 	opts := csikit.Options{Name: "splitbrain.sanity.csikit.dev", Version: "v1", NodeID: "node-a", Journal: journal.NewMemory()}
 	var driver any = ctrlNode{sbCtrl: d, sbNode: sbNode{d, "node-a"}}
-	if fence {
+	if mode == "fence" {
 		driver = fencingNode{fencing{d}, sbNode{d, "node-a"}}
 	}
 	srvB, err := csikit.NewServer(sbNode{d, "node-b"}, csikit.Options{Name: opts.Name, Version: "v1", NodeID: "node-b"})
@@ -303,7 +332,7 @@ func sbTarget(t *testing.T, fence bool, trials int) (sanity.Target, sanity.Confi
 			},
 		},
 	}
-	return sanity.Driver(driver, opts), cfg
+	return sanity.Driver(driver, opts), cfg, d
 }
 
 func needSplitBrainTools(t *testing.T) {
@@ -320,11 +349,40 @@ func needSplitBrainTools(t *testing.T) {
 // filesystem are intact.
 func TestSplitBrainFencingDriverPasses(t *testing.T) {
 	needSplitBrainTools(t)
-	target, cfg := sbTarget(t, true, 3)
+	target, cfg, d := sbTarget(t, "fence", 3)
 	sanity.Run(t, target, cfg)
+	// Each trial fenced node A (and only A): the pass is the fence's.
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	fencedA := 0
+	for k := range d.cut {
+		if !strings.HasSuffix(k, "/node-a") {
+			t.Errorf("fenced %s, want node A only", k)
+		}
+		fencedA++
+	}
+	if fencedA != 3 {
+		t.Errorf("node A fenced off %d volumes, want 3 (one per trial)", fencedA)
+	}
 }
 
-// splitBrainEnv makes TestSplitBrainHelper run the non-fencing driver.
+// The harness is the filesystem's to pass too: xfs on the fencing
+// driver, checked by xfs_repair -n.
+func TestSplitBrainFencingDriverPassesXFS(t *testing.T) {
+	needSplitBrainTools(t)
+	testenv.RequireCommand(t, "mkfs.xfs", "xfsprogs")
+	testenv.RequireCommand(t, "xfs_repair", "xfsprogs")
+	target, cfg, d := sbTargetFS(t, "fence", "xfs", 2)
+	sanity.Run(t, target, cfg)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.cut) != 2 {
+		t.Errorf("node A fenced off %d volumes, want 2 (one per trial)", len(d.cut))
+	}
+}
+
+// splitBrainEnv makes TestSplitBrainHelper run the driver that does not
+// fence ("none") or fences too late ("late").
 const splitBrainEnv = "SANITY_SELFTEST_SPLITBRAIN"
 
 // TestSplitBrainHelper runs the SplitBrain area against the driver that
@@ -334,39 +392,44 @@ func TestSplitBrainHelper(t *testing.T) {
 	if os.Getenv(splitBrainEnv) == "" {
 		t.Skip("run by TestSplitBrainCatchesLateWrites in a child process")
 	}
-	target, cfg := sbTarget(t, false, 2)
+	target, cfg, _ := sbTarget(t, os.Getenv(splitBrainEnv), 2)
 	sanity.Run(t, target, cfg)
 }
 
-// The harness fails a driver that does not fence: node A, resumed after
-// the volume moved to node B, writes into the filesystem B has mounted,
-// and every trial reports the late writes.
+// The harness fails a driver that does not fence, and one that fences
+// only after it answered the unpublish: node A, resumed after the volume
+// moved to node B, writes into the filesystem B has mounted, and every
+// trial reports the late writes.
 func TestSplitBrainCatchesLateWrites(t *testing.T) {
 	needSplitBrainTools(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^TestSplitBrainHelper$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), splitBrainEnv+"=1")
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Run(); err == nil {
-		t.Fatalf("the SplitBrain area passed a driver that does not fence, want it to fail\n%s", out.String())
+	for _, mode := range []string{"none", "late"} {
+		t.Run(mode, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestSplitBrainHelper$", "-test.v", "-test.count=1")
+			cmd.Env = append(os.Environ(), splitBrainEnv+"="+mode)
+			var out bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Run(); err == nil {
+				t.Fatalf("the SplitBrain area passed a driver that does not fence in time (%s), want it to fail\n%s", mode, out.String())
+			}
+			fails := regexp.MustCompile(`--- FAIL: TestSplitBrainHelper/mount/SplitBrain/(trial_\d+)`).FindAllStringSubmatch(out.String(), -1)
+			if len(fails) != 2 {
+				t.Errorf("got %d failed trials, want both\n%s", len(fails), out.String())
+			}
+			for _, want := range []string{
+				"node A's file changed after ControllerUnpublishVolume(A) returned",
+				"records rewritten by node A after it was frozen",
+				"rule: Kubernetes non-graceful node shutdown:",
+			} {
+				if !strings.Contains(out.String(), want) {
+					t.Errorf("the failure output lacks %q:\n%s", want, out.String())
+				}
+			}
+			if strings.Contains(out.String(), "panic:") {
+				t.Errorf("the harness panicked:\n%s", out.String())
+			}
+			t.Logf("the driver (%s) fails as it must:\n%s", mode, grepLines(out.String(), "SplitBrain", "changed", "filesystem"))
+		})
 	}
-	fails := regexp.MustCompile(`--- FAIL: TestSplitBrainHelper/mount/SplitBrain/(trial_\d+)`).FindAllStringSubmatch(out.String(), -1)
-	if len(fails) != 2 {
-		t.Errorf("got %d failed trials, want both\n%s", len(fails), out.String())
-	}
-	for _, want := range []string{
-		"node A's file changed after ControllerUnpublishVolume(A) returned",
-		"records rewritten by node A after it was frozen",
-		"rule: Kubernetes non-graceful node shutdown:",
-	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("the failure output lacks %q:\n%s", want, out.String())
-		}
-	}
-	if strings.Contains(out.String(), "panic:") {
-		t.Errorf("the harness panicked:\n%s", out.String())
-	}
-	t.Logf("the non-fencing driver fails as it must:\n%s", grepLines(out.String(), "SplitBrain", "changed", "filesystem"))
 }
 
 // grepLines keeps the lines of s that contain any of words.

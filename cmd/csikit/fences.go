@@ -92,7 +92,7 @@ func unfenceCommand() *command {
 	return &command{
 		name:     "unfence",
 		summary:  "lift the fence that keeps a node off a volume",
-		synopsis: []string{"csikit unfence [OPTIONS] ENDPOINT VOLUME_ID NODE_ID"},
+		synopsis: []string{"csikit unfence [OPTIONS] ENDPOINT VOLUME_ID NODE_ID", "csikit unfence [OPTIONS] --node NODE_ID ENDPOINT"},
 		description: `Lifts the fence the driver at ENDPOINT put between NODE_ID and
 VOLUME_ID (see csikit fences): the driver's Fencer.Unfence runs, the pair
 is forgotten, and ControllerPublishVolume of the volume to the node can
@@ -103,18 +103,25 @@ mount, mapping or dirty page of the volume survives; in Kubernetes, when
 you remove the node.kubernetes.io/out-of-service taint): a node that
 merely woke up may still write what it held.
 
+With --node, every fence of that node is lifted (those csikit fences
+lists for it), one by one; each is printed as it goes.
+
 An empty NODE_ID ("") lifts the fence of an unpublish from every node.
 The driver answers ABORTED while a call on the volume runs; retry then.`,
 		exitStatus: `0      the fence is lifted (or there was none).
 1      the driver answered with an error (Unavailable: it could not be
        reached).
 2      bad options.`,
-		examples: `csikit unfence /var/lib/kubelet/plugins/rbd.csi.example/csi.sock 0001-rbd-pvc-42 worker-3`,
+		examples: `csikit unfence /var/lib/kubelet/plugins/rbd.csi.example/csi.sock 0001-rbd-pvc-42 worker-3
+csikit unfence --node worker-3 /var/lib/kubelet/plugins/rbd.csi.example/csi.sock`,
 		flags: func(fs *flag.FlagSet) func(*env, []string) int {
 			timeout := fs.Duration("timeout", defaultTimeout, "give up after `DURATION`")
+			node := fs.String("node", "", "lift every fence of node `NODE_ID`")
 			return func(e *env, args []string) int {
-				if len(args) != 3 || args[1] == "" {
-					e.errorf("unfence: want ENDPOINT VOLUME_ID NODE_ID (see csikit unfence --help)")
+				byNode := false
+				fs.Visit(func(f *flag.Flag) { byNode = byNode || f.Name == "node" })
+				if byNode && len(args) != 1 || !byNode && (len(args) != 3 || args[1] == "") {
+					e.errorf("unfence: want ENDPOINT VOLUME_ID NODE_ID, or --node NODE_ID ENDPOINT (see csikit unfence --help)")
 					return exitUsage
 				}
 				conn, err := dial(args[0])
@@ -123,18 +130,39 @@ The driver answers ABORTED while a call on the volume runs; retry then.`,
 					return exitUsage
 				}
 				defer conn.Close()
-				req, err := structpb.NewStruct(map[string]any{"volume_id": args[1], "node_id": args[2]})
-				if err != nil {
-					e.errorf("unfence: %v", err)
-					return exitUsage
-				}
 				ctx, cancel := context.WithTimeout(e.ctx, *timeout)
 				defer cancel()
-				if err := conn.Invoke(ctx, "/"+csikit.FencingService+"/Unfence", req, &emptypb.Empty{}); err != nil {
-					e.errorf("unfence: %s: %s", status.Code(err), status.Convert(err).Message())
-					return exitFail
+				var pairs [][2]string
+				if byNode {
+					list := new(structpb.Struct)
+					if err := conn.Invoke(ctx, "/"+csikit.FencingService+"/List", &emptypb.Empty{}, list); err != nil {
+						e.errorf("unfence: listing the fences: %s: %s", status.Code(err), status.Convert(err).Message())
+						return exitFail
+					}
+					for _, v := range list.GetFields()["fenced"].GetListValue().GetValues() {
+						f := v.GetStructValue().GetFields()
+						if f["node_id"].GetStringValue() == *node {
+							pairs = append(pairs, [2]string{f["volume_id"].GetStringValue(), *node})
+						}
+					}
+					if len(pairs) == 0 {
+						fmt.Fprintf(e.stdout, "node %q is fenced off no volume\n", *node)
+					}
+				} else {
+					pairs = [][2]string{{args[1], args[2]}}
 				}
-				fmt.Fprintf(e.stdout, "fence of node %q off volume %q lifted\n", args[2], args[1])
+				for _, p := range pairs {
+					req, err := structpb.NewStruct(map[string]any{"volume_id": p[0], "node_id": p[1]})
+					if err != nil {
+						e.errorf("unfence: %v", err)
+						return exitUsage
+					}
+					if err := conn.Invoke(ctx, "/"+csikit.FencingService+"/Unfence", req, &emptypb.Empty{}); err != nil {
+						e.errorf("unfence: volume %q, node %q: %s: %s", p[0], p[1], status.Code(err), status.Convert(err).Message())
+						return exitFail
+					}
+					fmt.Fprintf(e.stdout, "fence of node %q off volume %q lifted\n", p[1], p[0])
+				}
 				return exitOK
 			}
 		},

@@ -115,6 +115,22 @@ func TestFencesAndUnfence(t *testing.T) {
 	if r := csikit(t, "fences", ep).want(t, 0); strings.Contains(r.stdout, "vol-1") {
 		t.Fatalf("fences after unfence:\n%s", r.stdout)
 	}
+
+	// Every fence of one node at once; another node's stays.
+	for _, p := range [][2]string{{"vol-2", "worker-4"}, {"vol-3", "worker-4"}, {"vol-4", "worker-5"}} {
+		if _, err := c.ControllerUnpublishVolume(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: p[0], NodeId: p[1]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r = csikit(t, "unfence", "--node", "worker-4", ep).want(t, 0)
+	if strings.Count(r.stdout, "lifted") != 2 {
+		t.Fatalf("unfence --node printed:\n%s", r.stdout)
+	}
+	r = csikit(t, "fences", ep).want(t, 0)
+	if strings.Contains(r.stdout, "worker-4") || !strings.Contains(r.stdout, "worker-5") {
+		t.Fatalf("fences after unfence --node worker-4:\n%s", r.stdout)
+	}
+	csikit(t, "unfence", "--node", "worker-4", ep, "vol-2").want(t, 2)
 }
 
 // A driver without a Fencer answers Unimplemented.

@@ -52,6 +52,7 @@ e2e.test -ginkgo.focus='External.Storage' -storage.testdriver=test-driver.yaml`,
 			fs.StringVar(&o.FSType, "fs-type", "", "the `TYPE` kubelet is told a default volume has (the class's csi.storage.k8s.io/fstype)")
 			fs.StringVar(&o.FSGroupPolicy, "fs-group-policy", "", "the CSIDriver's fsGroupPolicy `POLICY` (default ReadWriteOnceWithFSType)")
 			modes := fs.String("access-modes", "", "comma-separated CSI access `MODES` the driver serves (default SINGLE_NODE_WRITER)")
+			mountOpts := fs.String("mount-options", "", "comma-separated mount `OPTIONS` the volumes take (the suite's mount-options case)")
 			fs.BoolVar(&o.SingleNodeVolume, "single-node-volume", false, "a volume is usable on one node only")
 			fs.BoolVar(&o.NoExec, "noexec", false, "volumes are mounted noexec")
 			fs.BoolVar(&o.InlineVolumes, "inline", false, "test a CSI inline ephemeral volume (CSIDriver lifecycle mode Ephemeral)")
@@ -67,6 +68,9 @@ e2e.test -ginkgo.focus='External.Storage' -storage.testdriver=test-driver.yaml`,
 				}
 				if *fsTypes != "" {
 					o.FSTypes = strings.Split(*fsTypes, ",")
+				}
+				if *mountOpts != "" {
+					o.MountOptions = strings.Split(*mountOpts, ",")
 				}
 				if *modes != "" {
 					for _, m := range strings.Split(*modes, ",") {

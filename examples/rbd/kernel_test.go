@@ -39,6 +39,96 @@ var kernelVM = vmtest.Options{
 	Setup:     `env=$(test/cluster.sh start "$TMPDIR/ceph") && cat "$env" >>"$VMTEST_ENV"`,
 }
 
+// latencyRounds is how many interleaved rounds TestKernelMapperLatency
+// times per mapper and kind.
+const latencyRounds = 5
+
+// TestKernelMapperLatency measures, side by side in the same guest, the
+// stage and publish latency of krbd (production's default), rbd-nbd and
+// rbd-fuse (what CI's kernel allows): per kind (ext4, block) and round a
+// new volume per mapper (so stage maps and formats, as a first stage on a
+// node does), the mappers' order rotating from round to round, so load on
+// the host weighs on each alike. The medians are logged as "latency p50"
+// lines; no time is asserted.
+func TestKernelMapperLatency(t *testing.T) {
+	if vmtest.Delegate(t, kernelVM) {
+		return
+	}
+	c := cephtest.Require(t)
+	cephtest.RequireRoot(t)
+	for _, tool := range []string{"rbd", "rbd-nbd", "rbd-fuse", "mkfs.ext4"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			cephtest.Skipf(t, "needs %s", tool)
+		}
+	}
+	mappers := []string{driver.MapperKRBD, driver.MapperNBD, driver.MapperFUSE}
+	ctx := context.Background()
+	for _, kind := range []sanityKind{sanityKinds[0], sanityKinds[2]} {
+		servers := map[string]*csitest.Server{}
+		for _, m := range mappers {
+			s, d := nodeServer(t, c, m, t.TempDir())
+			defer func() { _ = s.Close(); _ = d.Close() }()
+			servers[m] = s
+		}
+		stage, publish := map[string][]time.Duration{}, map[string][]time.Duration{}
+		for round := 0; round < latencyRounds; round++ {
+			for i := range mappers {
+				m := mappers[(round+i)%len(mappers)]
+				st, pub := stagePublishOnce(t, ctx, c, servers[m], kind, fmt.Sprintf("lat-%s-%s-%d", m, kind.name, round))
+				stage[m], publish[m] = append(stage[m], st), append(publish[m], pub)
+			}
+		}
+		for _, m := range mappers {
+			t.Logf("latency p50 over %d interleaved rounds: kind=%s mapper=%s stage=%v publish=%v (stage min %v max %v)",
+				latencyRounds, kind.name, m, median(stage[m]), median(publish[m]), slices.Min(stage[m]), slices.Max(stage[m]))
+		}
+	}
+}
+
+// median is the middle of ds (rounded to the millisecond).
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2].Round(time.Millisecond)
+}
+
+// stagePublishOnce creates a volume of kind on s, times its stage and
+// publish, then unpublishes, unstages and deletes it.
+func stagePublishOnce(t *testing.T, ctx context.Context, c cephtest.Cluster, s *csitest.Server, kind sanityKind, name string) (stage, publish time.Duration) {
+	t.Helper()
+	vc := kind.capability()
+	created, err := s.Controller.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: name, VolumeCapabilities: []*csi.VolumeCapability{vc},
+		Parameters: map[string]string{driver.ParamPool: c.Pool}, Secrets: c.Secrets(), CapacityRange: &csi.CapacityRange{RequiredBytes: kind.size}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vol := created.GetVolume()
+	dir := t.TempDir()
+	staging, target := filepath.Join(dir, "staging"), filepath.Join(dir, "target")
+	began := time.Now()
+	if _, err := s.Node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: vol.GetVolumeId(), StagingTargetPath: staging,
+		VolumeCapability: vc, VolumeContext: vol.GetVolumeContext(), Secrets: c.Secrets()}); err != nil {
+		t.Fatalf("stage %s: %v", name, err)
+	}
+	stage = time.Since(began)
+	began = time.Now()
+	if _, err := s.Node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: vol.GetVolumeId(), StagingTargetPath: staging,
+		TargetPath: target, VolumeCapability: vc}); err != nil {
+		t.Fatalf("publish %s: %v", name, err)
+	}
+	publish = time.Since(began)
+	if _, err := s.Node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: vol.GetVolumeId(), TargetPath: target}); err != nil {
+		t.Fatalf("unpublish %s: %v", name, err)
+	}
+	if _, err := s.Node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: vol.GetVolumeId(), StagingTargetPath: staging}); err != nil {
+		t.Fatalf("unstage %s: %v", name, err)
+	}
+	if _, err := s.Controller.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: vol.GetVolumeId(), Secrets: c.Secrets()}); err != nil {
+		t.Fatalf("delete %s: %v", name, err)
+	}
+	return stage, publish
+}
+
 // TestKernelMappers runs, in the VM, the node paths of the kernel mappers
 // production nodes use (krbd, the default, and rbd-nbd): per volume kind
 // (ext4, xfs, block) stage (map, format a blank image, mount), publish,
@@ -376,94 +466,4 @@ func mapperSanity(t *testing.T, c cephtest.Cluster, mapper string, kind sanityKi
 	start := time.Now()
 	sanity.Run(t, target, cfg)
 	t.Logf("sanity against rbd (%s, %s) took %v", mapper, kind.name, time.Since(start))
-}
-
-// latencyRounds is how many interleaved rounds TestKernelMapperLatency
-// times per mapper and kind.
-const latencyRounds = 5
-
-// TestKernelMapperLatency measures, side by side in the same guest, the
-// stage and publish latency of krbd (production's default), rbd-nbd and
-// rbd-fuse (what CI's kernel allows): per kind (ext4, block) and round a
-// new volume per mapper (so stage maps and formats, as a first stage on a
-// node does), the mappers' order rotating from round to round, so load on
-// the host weighs on each alike. The medians are logged as "latency p50"
-// lines; no time is asserted.
-func TestKernelMapperLatency(t *testing.T) {
-	if vmtest.Delegate(t, kernelVM) {
-		return
-	}
-	c := cephtest.Require(t)
-	cephtest.RequireRoot(t)
-	for _, tool := range []string{"rbd", "rbd-nbd", "rbd-fuse", "mkfs.ext4"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			cephtest.Skipf(t, "needs %s", tool)
-		}
-	}
-	mappers := []string{driver.MapperKRBD, driver.MapperNBD, driver.MapperFUSE}
-	ctx := context.Background()
-	for _, kind := range []sanityKind{sanityKinds[0], sanityKinds[2]} {
-		servers := map[string]*csitest.Server{}
-		for _, m := range mappers {
-			s, d := nodeServer(t, c, m, t.TempDir())
-			defer func() { _ = s.Close(); _ = d.Close() }()
-			servers[m] = s
-		}
-		stage, publish := map[string][]time.Duration{}, map[string][]time.Duration{}
-		for round := 0; round < latencyRounds; round++ {
-			for i := range mappers {
-				m := mappers[(round+i)%len(mappers)]
-				st, pub := stagePublishOnce(t, ctx, c, servers[m], kind, fmt.Sprintf("lat-%s-%s-%d", m, kind.name, round))
-				stage[m], publish[m] = append(stage[m], st), append(publish[m], pub)
-			}
-		}
-		for _, m := range mappers {
-			t.Logf("latency p50 over %d interleaved rounds: kind=%s mapper=%s stage=%v publish=%v (stage min %v max %v)",
-				latencyRounds, kind.name, m, median(stage[m]), median(publish[m]), slices.Min(stage[m]), slices.Max(stage[m]))
-		}
-	}
-}
-
-// median is the middle of ds (rounded to the millisecond).
-func median(ds []time.Duration) time.Duration {
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	return s[len(s)/2].Round(time.Millisecond)
-}
-
-// stagePublishOnce creates a volume of kind on s, times its stage and
-// publish, then unpublishes, unstages and deletes it.
-func stagePublishOnce(t *testing.T, ctx context.Context, c cephtest.Cluster, s *csitest.Server, kind sanityKind, name string) (stage, publish time.Duration) {
-	t.Helper()
-	vc := kind.capability()
-	created, err := s.Controller.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: name, VolumeCapabilities: []*csi.VolumeCapability{vc},
-		Parameters: map[string]string{driver.ParamPool: c.Pool}, Secrets: c.Secrets(), CapacityRange: &csi.CapacityRange{RequiredBytes: kind.size}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	vol := created.GetVolume()
-	dir := t.TempDir()
-	staging, target := filepath.Join(dir, "staging"), filepath.Join(dir, "target")
-	began := time.Now()
-	if _, err := s.Node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: vol.GetVolumeId(), StagingTargetPath: staging,
-		VolumeCapability: vc, VolumeContext: vol.GetVolumeContext(), Secrets: c.Secrets()}); err != nil {
-		t.Fatalf("stage %s: %v", name, err)
-	}
-	stage = time.Since(began)
-	began = time.Now()
-	if _, err := s.Node.NodePublishVolume(ctx, &csi.NodePublishVolumeRequest{VolumeId: vol.GetVolumeId(), StagingTargetPath: staging,
-		TargetPath: target, VolumeCapability: vc}); err != nil {
-		t.Fatalf("publish %s: %v", name, err)
-	}
-	publish = time.Since(began)
-	if _, err := s.Node.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: vol.GetVolumeId(), TargetPath: target}); err != nil {
-		t.Fatalf("unpublish %s: %v", name, err)
-	}
-	if _, err := s.Node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: vol.GetVolumeId(), StagingTargetPath: staging}); err != nil {
-		t.Fatalf("unstage %s: %v", name, err)
-	}
-	if _, err := s.Controller.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: vol.GetVolumeId(), Secrets: c.Secrets()}); err != nil {
-		t.Fatalf("delete %s: %v", name, err)
-	}
-	return stage, publish
 }

@@ -46,14 +46,17 @@ func (db *DB) compact() (replaced bool, err error) {
 		buckets = append(buckets, b)
 	}
 	slices.Sort(buckets) // deterministic files, for tests and diffs
-	// Each bucket's values are copied in the order they are in the old
-	// file, read sequentially; where each lands is noted, and applied
-	// once the new file is the store.
+	// Each bucket's values are copied in key order, so that a walk of a
+	// run of keys (a page of a listing) reads one stretch of the new file;
+	// they are read a batch at a time, in offset order (see walk), which
+	// costs a read per value only the first time: later, only values
+	// written since the last compaction are out of place. Where each
+	// lands is noted, and applied once the new file is the store.
 	moved := make([][]keyLoc, len(buckets))
 	for i, b := range buckets {
-		m := db.state[b]
+		m, x := db.state[b], db.index[b]
 		moved[i] = make([]keyLoc, 0, len(m))
-		err := db.scan(m, func(k string, v []byte) error {
+		err := db.walk(m, func(fn func(string) bool) { x.ascend("", fn) }, func(k string, v []byte) error {
 			l, err := w.put(b, k, v)
 			moved[i] = append(moved[i], keyLoc{k, l})
 			return err

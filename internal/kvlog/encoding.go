@@ -23,10 +23,10 @@ func appendOp(payload []byte, op byte, b, k string, v []byte) []byte {
 }
 
 // apply replays one payload, found at offset base of the file, into
-// state: each put's key maps to where its value is in the file. Keys are
-// not copied: they point into payload, which must outlive state's use of
-// them (load copies the live ones before it unmaps the file).
-func (db *DB) apply(payload []byte, base int64, state map[string]map[string]loc) error {
+// state: each put's key maps to where its value is in the file. keep
+// turns a put's key into the string state holds: a copy, or unsafeString
+// when payload outlives state's use of it.
+func (db *DB) apply(payload []byte, base int64, state map[string]map[string]loc, keep func([]byte) string) error {
 	p := payload
 	for len(p) > 0 {
 		op := p[0]
@@ -53,7 +53,7 @@ func (db *DB) apply(payload []byte, base int64, state map[string]map[string]loc)
 				state[string(fields[0])] = m
 			}
 			at := base + int64(len(payload)-len(p)-len(fields[2]))
-			m[unsafeString(fields[1])] = mkloc(at, len(fields[2]))
+			m[keep(fields[1])] = mkloc(at, len(fields[2]))
 		} else {
 			delete(m, string(fields[1]))
 		}

@@ -61,36 +61,50 @@ func lock(f *os.File, timeout time.Duration) error {
 // load reads the file: a new (empty) file gets a header; an existing one is
 // replayed and its torn tail, if any, zeroed.
 func (db *DB) load() error {
-	// Mapped, not read: most of the file is preallocated zeros, which
-	// would otherwise stay in the heap.
-	data, err := mapFile(db.f)
+	// Read in pieces through a window, not mapped or read whole: the
+	// file's pages never count as the process's memory, and most of the
+	// file may be preallocated zeros.
+	fi, err := db.f.Stat()
 	if err != nil {
 		return fmt.Errorf("read: %w", err)
 	}
-	defer unmap(data)
-	if allZero(data) {
-		// New, or created by a process that crashed before its header
-		// reached the disk.
-		return db.initFile(db.f)
+	w := &window{f: db.f, size: fi.Size()}
+	hdr, err := w.at(0, min(headerSize, w.size))
+	if err != nil {
+		return fmt.Errorf("read: %w", err)
 	}
-	if len(data) >= 20 && binary.LittleEndian.Uint32(data[16:20]) == boltMagic {
+	if allZero(hdr) {
+		if zero, err := w.zeroFrom(0); err != nil {
+			return fmt.Errorf("read: %w", err)
+		} else if zero {
+			// New, or created by a process that crashed before its
+			// header reached the disk.
+			return db.initFile(db.f)
+		}
+	}
+	if len(hdr) >= 20 && binary.LittleEndian.Uint32(hdr[16:20]) == boltMagic {
 		return errors.New("a bbolt file, the journal format of csikit before kvlog: there is no converter; " +
 			"move it aside to start an empty journal (creates in flight then get new IDs)")
 	}
-	if db.salt, db.snapshot, err = parseHeader(data); err != nil {
+	if db.salt, db.snapshot, err = parseHeader(hdr); err != nil {
 		return err
 	}
 	off := int64(headerSize)
-	// Keys point into the mapped file until the replay is done, values
-	// are only located: a key or value overwritten later in the log is
-	// never copied.
+	// Values are only located, and keys copied into blocks the start
+	// drops once it has copied the live ones: a value overwritten later in
+	// the log is never copied.
+	var replayKeys keyArena
+	keep := func(k []byte) string { return replayKeys.copy(unsafeString(k)) }
 	state := map[string]map[string]loc{}
 	for {
-		payload, seq, next, ok := db.record(data, off)
+		payload, seq, next, ok, err := db.recordAt(w, off)
+		if err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
 		if !ok || seq != db.seq+1 {
 			break
 		}
-		if err := db.apply(payload, off+recHeader, state); err != nil {
+		if err := db.apply(payload, off+recHeader, state, keep); err != nil {
 			return fmt.Errorf("record %d at offset %d: %w", seq, off, err)
 		}
 		db.seq, off = seq, next
@@ -102,13 +116,17 @@ func (db *DB) load() error {
 	}
 	// off is the end of the log. Anything that verifies beyond it means a
 	// record in the middle was damaged: refuse rather than lose what follows.
-	for p := off + sector; p+recHeader <= int64(len(data)); p += sector {
-		if _, seq, _, ok := db.record(data, p); ok && seq > db.seq {
+	for p := off + sector; p+recHeader <= w.size; p += sector {
+		_, seq, _, ok, err := db.recordAt(w, p)
+		if err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		if ok && seq > db.seq {
 			return fmt.Errorf("journal corrupt: record %d at offset %d does not verify but record %d at offset %d does", db.seq+1, off, seq, p)
 		}
 	}
-	// Copy the live keys out of the mapping, in order, packed into shared
-	// blocks (they are never modified), and index them.
+	// Copy the live keys, in order, packed into shared blocks (they are
+	// never modified), and index them.
 	var arena keyArena
 	for b, m := range state {
 		if len(m) == 0 {
@@ -128,12 +146,16 @@ func (db *DB) load() error {
 		b = arena.copy(b)
 		db.state[b], db.index[b] = live, newIndex(keys)
 	}
-	db.end, db.size = off, int64(len(data))
+	db.end, db.size = off, w.size
 	if db.size%sector != 0 {
 		db.size = (db.size + sector - 1) / sector * sector
 	}
 	// Zero what a torn write left behind, so that only zeros follow the log.
-	if tail := data[off:]; !allZero(tail) {
+	zero, err := w.zeroFrom(off)
+	if err != nil {
+		return fmt.Errorf("read: %w", err)
+	}
+	if !zero {
 		if err := writeZeros(db.f, off, db.size-off); err != nil {
 			return fmt.Errorf("clear torn tail: %w", err)
 		}
@@ -143,6 +165,73 @@ func (db *DB) load() error {
 	}
 	db.live = liveSize(db.state)
 	return nil
+}
+
+// recordAt parses and verifies the record at off, read through w; payload
+// is valid until w's next read.
+func (db *DB) recordAt(w *window, off int64) (payload []byte, seq uint64, next int64, ok bool, err error) {
+	h, err := w.at(off, recHeader)
+	if h == nil || err != nil {
+		return nil, 0, 0, false, err
+	}
+	n := int64(binary.LittleEndian.Uint32(h[0:4]))
+	if n == 0 || n > MaxRecord {
+		return nil, 0, 0, false, nil
+	}
+	rec, err := w.at(off, recHeader+n)
+	if rec == nil || err != nil {
+		return nil, 0, 0, false, err
+	}
+	payload, seq, next, ok = db.record(rec, 0)
+	return payload, seq, off + next, ok, nil
+}
+
+// window reads a file through a buffer of windowSize (or of the largest
+// record asked for), for the replay: the file is read once, in order.
+type window struct {
+	f     *os.File
+	size  int64
+	buf   []byte
+	start int64 // file offset of buf[0]
+}
+
+const windowSize = 4 << 20
+
+// at returns the n bytes at off, valid until the next call, or nil if the
+// file ends before them.
+func (w *window) at(off, n int64) ([]byte, error) {
+	if off < 0 || n < 0 || off+n > w.size {
+		return nil, nil
+	}
+	if off >= w.start && off+n <= w.start+int64(len(w.buf)) {
+		return w.buf[off-w.start : off-w.start+n], nil
+	}
+	size := min(max(n, windowSize), w.size-off)
+	if int64(cap(w.buf)) < size {
+		w.buf = make([]byte, size)
+	}
+	w.buf = w.buf[:size]
+	if _, err := w.f.ReadAt(w.buf, off); err != nil {
+		w.buf = w.buf[:0]
+		return nil, err
+	}
+	w.start = off
+	return w.buf[:n], nil
+}
+
+// zeroFrom reports whether the file holds only zeros from off on.
+func (w *window) zeroFrom(off int64) (bool, error) {
+	for off < w.size {
+		b, err := w.at(off, min(windowSize, w.size-off))
+		if err != nil {
+			return false, err
+		}
+		if !allZero(b) {
+			return false, nil
+		}
+		off += int64(len(b))
+	}
+	return true, nil
 }
 
 // header returns the file header (see the package comment).
@@ -321,7 +410,7 @@ func (db *DB) Verify() error {
 		if !ok || s != seq+1 {
 			return fmt.Errorf("kvlog: record %d at offset %d does not verify", seq+1, off)
 		}
-		if err := db.apply(payload, off+recHeader, replay); err != nil {
+		if err := db.apply(payload, off+recHeader, replay, unsafeString); err != nil {
 			return fmt.Errorf("kvlog: record %d: %w", s, err)
 		}
 		off, seq = next, s

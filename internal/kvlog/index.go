@@ -80,7 +80,7 @@ func (x *index) remove(k string) {
 
 // ascend calls fn with every key ≥ from in order until fn returns false.
 func (x *index) ascend(from string, fn func(k string) bool) {
-	if len(x.chunks) == 0 {
+	if x == nil || len(x.chunks) == 0 {
 		return
 	}
 	ci := x.chunk(from)

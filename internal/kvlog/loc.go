@@ -25,7 +25,18 @@ func (l loc) len() int   { return int(l & (1<<lenBits - 1)) }
 // read returns a fresh copy of the value at l. Called with mu held (read
 // or write) or by the leader, so that db.f is the file l refers to.
 func (db *DB) read(l loc) ([]byte, error) {
-	v := make([]byte, l.len())
+	return db.readInto(nil, l)
+}
+
+// readInto is read into buf when it has room (a walk's values, each valid
+// only during its call, share one buffer).
+func (db *DB) readInto(buf []byte, l loc) ([]byte, error) {
+	var v []byte
+	if buf != nil && cap(buf) >= l.len() {
+		v = buf[:l.len()]
+	} else {
+		v = make([]byte, l.len(), max(l.len(), 512))
+	}
 	if len(v) == 0 {
 		return v, nil
 	}

@@ -7,8 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestValuesReadAfterCompactionInPlace checks that, without a reopen,
@@ -135,4 +137,46 @@ func BenchmarkOpen(b *testing.B) {
 		db.Close()
 	}
 	b.ReportMetric(float64(ms1.HeapAlloc-ms0.HeapAlloc)/300_000, "heap-B/key")
+}
+
+// TestWatchSeedLetsReadersInHoldsCommits checks a Watch's seeding: Views
+// run alongside it (a driver's start reads while its ledger seeds), and
+// no commit runs until the watch is registered, so the watch sees every
+// change after its seed exactly once.
+func TestWatchSeedLetsReadersInHoldsCommits(t *testing.T) {
+	db := open(t, filepath.Join(t.TempDir(), "db"), Options{})
+	put(t, db, "w", "a", "1")
+	inSeed, release, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var seen []string
+	go func() {
+		defer close(done)
+		db.Watch("w", func(k string, _, new []byte) {
+			seen = append(seen, k+"="+string(new))
+			if len(seen) == 1 {
+				close(inSeed)
+				<-release
+			}
+		})
+	}()
+	<-inSeed
+	if got := string(get(db, "w", "a")); got != "1" {
+		t.Fatalf("a read during the seeding: %q", got)
+	}
+	committed := make(chan error, 1)
+	go func() {
+		committed <- db.Update(func(tx *Tx) error { tx.Put("w", "b", []byte("2")); return nil })
+	}()
+	select {
+	case err := <-committed:
+		t.Fatalf("a commit ran during a watch's seeding (%v)", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(release)
+	<-done
+	if err := <-committed; err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"a=1", "b=2"}; !slices.Equal(seen, want) {
+		t.Fatalf("the watch saw %v, want %v", seen, want)
+	}
 }

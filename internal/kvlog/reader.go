@@ -48,22 +48,15 @@ func (r Reader) ForEach(bucket string, fn func(key string, value []byte) error) 
 }
 
 // ForEachFrom calls fn for every key of bucket not before from, in key
-// order, as ForEach does. It costs the keys it visits, whatever from is.
+// order, as ForEach does. It costs the keys it visits, whatever from is;
+// their values are read a batch of keys at a time, in few reads (see
+// batchReader), so a walk may read some values beyond where fn stops it.
 func (r Reader) ForEachFrom(bucket, from string, fn func(key string, value []byte) error) error {
 	x := r.db.index[bucket]
 	if x == nil {
 		return nil
 	}
-	m := r.db.state[bucket]
-	var err error
-	x.ascend(from, func(k string) bool {
-		var v []byte
-		if v, err = r.db.read(m[k]); err == nil {
-			err = fn(k, v)
-		}
-		return err == nil
-	})
-	return err
+	return r.db.walk(r.db.state[bucket], func(fn func(string) bool) { x.ascend(from, fn) }, fn)
 }
 
 // Scan calls fn for every key of bucket in no particular order (that of
@@ -107,12 +100,27 @@ func (db *DB) View(fn func(Reader) error) error {
 // matches what readers see: fn must be quick, must not keep or modify the
 // slices, and must not call the store. There is no unwatching. If the
 // values cannot be read, Watch returns that error and does not watch.
+//
+// The seeding holds no commit back from readers: Watch takes the commit
+// leader's turn (no commit runs until it returns, as for Verify) and
+// reads under the read lock, so Views — another Watch's seeding, a
+// driver's start walking the same store — run alongside it.
 func (db *DB) Watch(bucket string, fn func(key string, old, new []byte)) error {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	if err := db.scan(db.state[bucket], func(k string, v []byte) error { fn(k, nil, v); return nil }); err != nil {
+	db.gmu.Lock()
+	for db.busy {
+		db.idle.Wait()
+	}
+	db.busy = true
+	db.gmu.Unlock()
+	defer db.handOver() // writers queued meanwhile wait for a leader
+	db.mu.RLock()
+	err := db.scan(db.state[bucket], func(k string, v []byte) error { fn(k, nil, v); return nil })
+	db.mu.RUnlock()
+	if err != nil {
 		return err
 	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
 	if db.watches == nil {
 		db.watches = map[string][]func(string, []byte, []byte){}
 	}

@@ -93,6 +93,10 @@ type Options struct {
 	// CSIStorageCapacity objects (--enable-capacity; default: whether
 	// GET_CAPACITY is advertised).
 	StorageCapacity *bool
+	// MountOptions are mount options the driver's volumes take (the
+	// suite's SupportedMountOption: its mount-options case puts them in a
+	// StorageClass and checks the mount).
+	MountOptions []string
 	// SizeMin and SizeMax bound the claim sizes the suite asks for
 	// (default min 1Mi, no max).
 	SizeMin, SizeMax string
@@ -110,6 +114,7 @@ type Definition struct {
 	Name                 string
 	Capabilities         map[Capability]bool
 	FSTypes              []string
+	MountOptions         []string
 	SizeMin, SizeMax     string
 	TopologyKeys         []string
 	NumAllowedTopologies int
@@ -209,6 +214,7 @@ func FromCapabilities(name string, caps Capabilities, opts Options) (*Definition
 			StorageCapacity:     capacity,
 		},
 		FSTypes:           fsTypes,
+		MountOptions:      opts.MountOptions,
 		SizeMin:           opts.SizeMin,
 		SizeMax:           opts.SizeMax,
 		TopologyKeys:      opts.TopologyKeys,
@@ -263,6 +269,12 @@ func (d *Definition) YAML() []byte {
 	w(1, "SupportedFsType:")
 	for _, t := range d.FSTypes {
 		w(2, "%s: {}", quote(t))
+	}
+	if len(d.MountOptions) > 0 {
+		w(1, "SupportedMountOption:")
+		for _, o := range d.MountOptions {
+			w(2, "%s: {}", quote(o))
+		}
 	}
 	if len(d.TopologyKeys) > 0 {
 		w(1, "TopologyKeys: [%s]", strings.Join(quoteAll(d.TopologyKeys), ", "))

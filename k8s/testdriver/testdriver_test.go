@@ -111,7 +111,7 @@ func TestYAML(t *testing.T) {
 		Plugin:     []*csi.PluginCapability{service(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS)},
 		Controller: ctrl(csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT),
 	}, testdriver.Options{StorageClassFile: "/tmp/s c.yaml", SnapshotClassFile: "/tmp/vsc.yaml", FSTypes: []string{"", "ext4"},
-		TopologyKeys: []string{"zone"}, SizeMax: "1Gi", InlineVolumes: true, InlineAttributes: map[string]string{"size": "1Mi"},
+		TopologyKeys: []string{"zone"}, SizeMax: "1Gi", MountOptions: []string{"noatime"}, InlineVolumes: true, InlineAttributes: map[string]string{"size": "1Mi"},
 		Timeouts: map[string]string{"PodStart": "10m"}})
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +121,7 @@ func TestYAML(t *testing.T) {
 		"StorageClass:\n  FromFile: \"/tmp/s c.yaml\"\n",
 		"SnapshotClass:\n  FromFile: \"/tmp/vsc.yaml\"\n",
 		"DriverInfo:\n  Name: \"x.csikit.dev\"\n  SupportedSizeRange:\n    Min: \"1Mi\"\n    Max: \"1Gi\"\n",
-		"  SupportedFsType:\n    \"\": {}\n    \"ext4\": {}\n",
+		"  SupportedFsType:\n    \"\": {}\n    \"ext4\": {}\n  SupportedMountOption:\n    \"noatime\": {}\n",
 		"  TopologyKeys: [\"zone\"]\n  NumAllowedTopologies: 1\n",
 		"    snapshotDataSource: true\n", "    topology: true\n",
 		"InlineVolumes:\n  - Shared: false\n    ReadOnly: false\n    Attributes:\n      \"size\": \"1Mi\"\n",

@@ -367,6 +367,12 @@ func (d *Driver) ControllerExpandVolume(ctx context.Context, r *csi.ControllerEx
 			d.ledger.cancel(v.ID)
 			return nil, status.Errorf(codes.Internal, "grow backing file: %v", err)
 		}
+		if _, err := os.Stat(d.stagedMarker(v.ID)); v.Kind == kindFS && errNotExist(err) {
+			if err := d.growExt4Offline(ctx, d.volumeImage(v.ID)); err != nil {
+				d.ledger.cancel(v.ID)
+				return nil, err
+			}
+		}
 	} else if v.ProjectID != 0 {
 		if err := quota.SetLimit(ctx, d.volumeDir(v.ID), quota.ProjectID(v.ProjectID), size); err != nil {
 			d.ledger.cancel(v.ID)

@@ -143,10 +143,14 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 	d := &Driver{
 		opts: opts, log: opts.Logger, store: st, journal: j,
 		mounter:  newMounter(opts),
-		ledger:   newLedger(st),
 		projects: newProjects(),
 	}
+	// The ledger's total and the start's pass each decode every volume
+	// record: on two cores, side by side (both only read the journal).
+	ledger := make(chan *ledger, 1)
+	go func() { ledger <- newLedger(st) }()
 	images, err := d.startVolumes()
+	d.ledger = <-ledger
 	if err != nil {
 		j.Close()
 		return nil, err

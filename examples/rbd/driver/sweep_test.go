@@ -147,7 +147,10 @@ func TestSweepTakesOverStalledCreate(t *testing.T) {
 	creds := driver.Credentials{User: secrets["userID"], Key: secrets["userKey"]}
 	conns := driver.NewConnPool(c.Monitors, 30*time.Second, time.Minute)
 	t.Cleanup(conns.Close)
-	j := driver.NewOmapJournal(conns, creds, pool).WithLease(50 * time.Millisecond)
+	// A lease long enough that Reserve then Sweep fit in it under -race
+	// on a loaded machine (50 ms did not, at load 17-28).
+	const lease = time.Second
+	j := driver.NewOmapJournal(conns, creds, pool).WithLease(lease)
 	ctx := context.Background()
 	k := journal.KindVolume
 	res := journal.Reservation{Kind: k, Name: "stalled", Fingerprint: []byte("fp"), ID: "id-1"}
@@ -165,7 +168,7 @@ func TestSweepTakesOverStalledCreate(t *testing.T) {
 	if err := j.Hold(ctx, k, "stalled", "id-1"); err != nil {
 		t.Fatalf("Hold within the lease: %v", err)
 	}
-	time.Sleep(100 * time.Millisecond) // the create stalls past its lease
+	time.Sleep(lease + 100*time.Millisecond) // the create stalls past its lease
 	var during []error
 	n, err := j.Sweep(ctx, k, time.Nanosecond, func(_ context.Context, r journal.Record) error {
 		if r.ID != "id-1" {

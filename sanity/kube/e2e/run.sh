@@ -7,7 +7,6 @@
 # testdriver), the suite's test images built here (no registry).
 #
 #   sanity/kube/e2e/run.sh hostpath [directory|ext4|xfs|block]
-#   sanity/kube/e2e/run.sh rbd        # needs the throwaway Ceph cluster: examples/rbd/test/ci.sh
 #
 # FOCUS='provisioning|snapshottable' narrows the run (a regular expression
 # over the spec names, after External.Storage), SKIP adds to the skipped
@@ -34,7 +33,7 @@ hostpath)
 		CSIKIT_KUBE_E2E_FOCUS="${FOCUS:-}" CSIKIT_KUBE_E2E_SKIP="${SKIP:-}" \
 		CSIKIT_KUBE_E2E_PROCS="${PROCS:-2}" CSIKIT_KUBE_E2E_DIR="$out" \
 		go test -count=1 -timeout 4h -run '^TestE2E$' -v . 2>&1 | tee "$out/test.log" |
-		grep -E '^(=== RUN|--- |e2e |ok|FAIL|PASS)|skipped: |failed: |test-driver.yaml|Summarizing|\[FAIL\]' || true
+		grep -E '^(=== RUN|--- |e2e |ok|FAIL|PASS)|skipped: |skipped by name: |failed: |test-driver.yaml|Summarizing|\[FAIL\]' || true
 	;;
 *)
 	echo "e2e: unknown driver $driver (hostpath)" >&2
