@@ -124,7 +124,7 @@ func (j requestJournal) forName(ctx context.Context, kind journal.Kind) (*OmapJo
 // csikit's RandomID) becomes the local part of a pool-qualified ID.
 func (j requestJournal) Reserve(ctx context.Context, r journal.Reservation) (journal.Record, error) {
 	if r.Kind == journal.KindFence {
-		return fenceJournal{j.d}.reserve(ctx, r)
+		return fenceJournal(j).reserve(ctx, r)
 	}
 	jr, prefix, err := j.forName(ctx, r.Kind)
 	if err != nil {
@@ -147,7 +147,7 @@ func (j requestJournal) Reserve(ctx context.Context, r journal.Reservation) (jou
 // Commit implements journal.Journal.
 func (j requestJournal) Commit(ctx context.Context, kind journal.Kind, name, id string, response []byte) error {
 	if kind == journal.KindFence {
-		return fenceJournal{j.d}.commit(ctx, name)
+		return fenceJournal(j).commit(ctx, name)
 	}
 	jr, err := j.byID(ctx, kind, id)
 	if err != nil {
@@ -162,7 +162,7 @@ func (j requestJournal) Commit(ctx context.Context, kind journal.Kind, name, id 
 // LookupName implements journal.Journal.
 func (j requestJournal) LookupName(ctx context.Context, kind journal.Kind, name string) (journal.Record, bool, error) {
 	if kind == journal.KindFence {
-		return fenceJournal{j.d}.read(ctx, name)
+		return fenceJournal(j).read(ctx, name)
 	}
 	jr, _, err := j.forName(ctx, kind)
 	if err != nil {
@@ -174,7 +174,7 @@ func (j requestJournal) LookupName(ctx context.Context, kind journal.Kind, name 
 // LookupID implements journal.Journal.
 func (j requestJournal) LookupID(ctx context.Context, kind journal.Kind, id string) (journal.Record, bool, error) {
 	if kind == journal.KindFence {
-		return fenceJournal{j.d}.read(ctx, id)
+		return fenceJournal(j).read(ctx, id)
 	}
 	jr, err := j.byID(ctx, kind, id)
 	if err != nil || jr == nil {
@@ -186,7 +186,7 @@ func (j requestJournal) LookupID(ctx context.Context, kind journal.Kind, id stri
 // Release implements journal.Journal.
 func (j requestJournal) Release(ctx context.Context, kind journal.Kind, id string) error {
 	if kind == journal.KindFence {
-		return fenceJournal{j.d}.release(ctx, id)
+		return fenceJournal(j).release(ctx, id)
 	}
 	jr, err := j.byID(ctx, kind, id)
 	if err != nil || jr == nil {
