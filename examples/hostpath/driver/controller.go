@@ -282,11 +282,12 @@ func (d *Driver) ListVolumes(ctx context.Context, r *csi.ListVolumesRequest) (*c
 	}
 	resp := &csi.ListVolumesResponse{}
 	limit := int(r.GetMaxEntries())
-	err = d.store.volumes.eachAfter(after, func(_ string, v *volume) bool {
+	err = eachAfterAs(d.store.volumes, after, func(_ string, l *volumeListing) bool {
 		if limit > 0 && len(resp.Entries) == limit {
 			resp.NextToken = encodeToken(resp.Entries[len(resp.Entries)-1].GetVolume().GetVolumeId())
 			return false
 		}
+		v := &volume{ID: l.ID, Capacity: l.Capacity, Kind: l.Kind, FSType: l.FSType, AttachedTo: l.AttachedTo}
 		e := &csi.ListVolumesResponse_Entry{Volume: d.csiVolume(v, nil), Status: &csi.ListVolumesResponse_VolumeStatus{}}
 		if v.AttachedTo != "" {
 			e.Status.PublishedNodeIds = []string{v.AttachedTo}

@@ -127,9 +127,21 @@ func newRecords[T any](kv *journal.KV) *records[T] {
 
 // decode returns the record stored as raw under key. raw is not retained.
 func (r *records[T]) decode(key string, raw []byte) (T, error) {
-	var x T
-	if err := json.Unmarshal(raw, &x); err != nil {
-		return x, fmt.Errorf("hostpath: load %s record %q: %w", r.kv, key, err)
+	return decodeAs[T](r.kv, key, raw)
+}
+
+// decodeAs decodes the record stored as raw under key in kv into an L:
+// a T, or a struct of some of T's fields, whose decoding skips the others.
+func decodeAs[L any](kv *journal.KV, key string, raw []byte) (L, error) {
+	var x L
+	var err error
+	if d, ok := any(&x).(interface{ decodeRecord([]byte) error }); ok {
+		err = d.decodeRecord(raw) // its own decoder
+	} else {
+		err = json.Unmarshal(raw, &x)
+	}
+	if err != nil {
+		return x, fmt.Errorf("hostpath: load %s record %q: %w", kv, key, err)
 	}
 	return x, nil
 }
@@ -154,9 +166,15 @@ func (r *records[T]) each(fn func(id string, x *T)) error {
 // eachAfter calls fn with the durable records of IDs after after ("" for
 // all) in ID order, until fn returns false. It costs the records visited.
 func (r *records[T]) eachAfter(after string, fn func(id string, x *T) bool) error {
+	return eachAfterAs(r, after, fn)
+}
+
+// eachAfterAs is eachAfter decoding each record into an L: T, or a
+// struct of the fields of T the caller needs.
+func eachAfterAs[L, T any](r *records[T], after string, fn func(id string, x *L) bool) error {
 	errStop := errors.New("stop")
 	err := r.kv.ForEachAfter(after, func(k string, v []byte) error {
-		x, err := r.decode(k, v)
+		x, err := decodeAs[L](r.kv, k, v)
 		if err != nil {
 			return err
 		}
