@@ -405,7 +405,12 @@ func detachLoopOnce(ctx context.Context, dev string) error {
 	if errors.Is(err, unix.ENXIO) {
 		return nil // not attached
 	}
-	if err != nil {
+	// The kernel stats the backing file to answer the status: a file on a
+	// dead FUSE mount (ENOTCONN: rbd-fuse killed after a fence) or on a
+	// failed or vanished filesystem (EIO, ESTALE) cannot be stat'ed, yet
+	// its device can and must still be detached.
+	unreachable := errors.Is(err, unix.ENOTCONN) || errors.Is(err, unix.EIO) || errors.Is(err, unix.ESTALE)
+	if err != nil && !unreachable {
 		return errorf(codes.Internal, err, "read status of %s", dev)
 	}
 	err = unix.IoctlSetInt(fd, unix.LOOP_CLR_FD, 0)
@@ -423,6 +428,13 @@ func detachLoopOnce(ctx context.Context, dev string) error {
 	// answers ENXIO; our close detaches it.
 	if _, err := unix.IoctlLoopGetStatus64(fd); errors.Is(err, unix.ENXIO) {
 		return nil
+	} else if unreachable {
+		// Still bound (the kernel reached the backing file again), so
+		// others hold it. Its status could not be read to restore, so
+		// autoclear stays set: with a dead backing file, detaching when
+		// the last user closes it is all that is left to do.
+		return errorf(codes.FailedPrecondition, nil,
+			"loop device %s is in use (%s) and its backing file cannot be reached: it will detach when its last user closes it", dev, loopHolders(dev))
 	} else if err != nil {
 		return errorf(codes.Internal, err, "read status of %s after detaching", dev)
 	}

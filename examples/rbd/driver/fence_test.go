@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -131,6 +133,15 @@ func TestFenceRBDFuse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The loop device under A's published block device, by its number.
+	var stA0 unix.Stat_t
+	if err := unix.Stat(devA, &stA0); err != nil {
+		t.Fatal(err)
+	}
+	loopA, err := filepath.EvalSymlinks(fmt.Sprintf("/sys/dev/block/%d:%d", unix.Major(stA0.Rdev), unix.Minor(stA0.Rdev)))
+	if err != nil || !strings.HasPrefix(filepath.Base(loopA), "loop") {
+		t.Fatalf("A's device %s: want a loop device, got %q (%v)", devA, loopA, err)
+	}
 	aDone := false
 	t.Cleanup(func() {
 		if !aDone {
@@ -204,6 +215,11 @@ func TestFenceRBDFuse(t *testing.T) {
 		t.Fatalf("A's unstage after the fence: %v", err)
 	}
 	aDone = true
+	// Its loop device on the dead rbd-fuse file is gone too, not left
+	// attached until the node reboots.
+	if b, err := os.ReadFile(filepath.Join(loopA, "loop", "backing_file")); err == nil {
+		t.Errorf("A's loop device %s is still attached to %q after A's unstage", filepath.Base(loopA), strings.TrimSpace(string(b)))
+	}
 	if _, ok := accessRecord(t, c, vol)["stage/node-b"]; !ok {
 		t.Fatal("A's unstage removed B's stage record")
 	}

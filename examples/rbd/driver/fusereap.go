@@ -107,11 +107,21 @@ func (m *fuseMapper) loopOfDeadFuse(img Image) (string, bool) {
 			continue
 		}
 		b, err := os.ReadFile(filepath.Join("/sys/block", e.Name(), "loop", "backing_file"))
-		if err == nil && strings.TrimSuffix(string(b), "\n") == want {
+		if err == nil && backingPath(string(b)) == want {
 			return "/dev/" + e.Name(), true
 		}
 	}
 	return "", false
+}
+
+// backingPath is the path in a loop device's sysfs backing_file. The
+// kernel appends " (deleted)" to a file whose dentry is gone, which is what
+// a dead rbd-fuse's file looks like: once the daemon is killed, the next
+// lookup fails to revalidate the dentry (ENOTCONN) and FUSE invalidates
+// it. Without the trim, the loop device of a fenced mapping was never
+// found and stayed attached after the unstage.
+func backingPath(sysfs string) string {
+	return strings.TrimSuffix(strings.TrimSuffix(sysfs, "\n"), " (deleted)")
 }
 
 // mountedAt reports whether /proc/self/mountinfo lists a mount at p.
