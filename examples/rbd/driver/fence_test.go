@@ -104,6 +104,12 @@ func TestFenceRBDFuse(t *testing.T) {
 	a := newDriver(t, c, driver.Options{NodeID: "node-a", Mapper: driver.MapperFUSE})
 	b := newDriver(t, c, driver.Options{NodeID: "node-b", Mapper: driver.MapperFUSE})
 	vol := blockVolume(t, ctl, c, nil)
+	// Registered first, so it runs last: after both nodes' unstages.
+	t.Cleanup(func() {
+		if _, err := ctl.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: vol, Secrets: c.Secrets()}); err != nil {
+			t.Errorf("DeleteVolume at the end: %v", err)
+		}
+	})
 	pub := func(d *driver.Driver, node string) error {
 		_, err := d.ControllerPublishVolume(ctx, &csi.ControllerPublishVolumeRequest{VolumeId: vol, NodeId: node, VolumeCapability: blockCap, Secrets: c.Secrets()})
 		return err
