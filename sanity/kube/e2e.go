@@ -2,6 +2,8 @@ package kube
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/xml"
 	"fmt"
 	"io"
@@ -17,9 +19,12 @@ import (
 // the k8s.io/kubernetes module of this module's go.mod (the release of
 // kube-apiserver and kubelet).
 const (
-	// BinE2ETest is the test binary of k8s.io/kubernetes/test/e2e (`go
-	// test -c`): the storage suites run with -ginkgo.focus=External.Storage
-	// and -storage.testdriver.
+	// BinE2ETest is the storage-only build of Kubernetes' e2e.test: the
+	// test binary of this module's internal/e2estorage (`go test -c -tags
+	// e2estorage`), upstream's flags, suite setup and External.Storage
+	// suites (-ginkgo.focus=External.Storage, -storage.testdriver) without
+	// the other SIGs' specs. `go test -c k8s.io/kubernetes/test/e2e` in this
+	// module builds the full suite, which selects the same storage specs.
 	BinE2ETest = "e2e.test"
 	// BinAgnhost is test/images/agnhost, the program of the suite's agnhost
 	// image (the subPath cases run its mounttest).
@@ -40,14 +45,23 @@ var e2eTools = map[string]bool{
 	"github.com/onsi/ginkgo/v2/ginkgo":      true,
 }
 
-// EnsureE2EBinaries returns a directory holding e2e.test, agnhost, kubectl
-// and ginkgo of
-// this module's Kubernetes release: the directory EnsureBinaries uses (the
-// hash of go.mod and go.sum), so they are built once per go.mod with the
-// same module and build cache as kube-apiserver and kubelet — the e2e
-// framework's packages are largely those binaries' packages. A cold build
-// takes minutes on two cores (it is not part of EnsureBinaries: only the
-// e2e runner needs it).
+// e2eSuitePackage is the package BinE2ETest is the test binary of, and
+// e2eSuiteTag the build tag its test file needs.
+const (
+	e2eSuitePackage = "github.com/csikit/csikit/sanity/kube/internal/e2estorage"
+	e2eSuiteTag     = "e2estorage"
+)
+
+// EnsureE2EBinaries returns a directory holding e2e.test (the storage-only
+// suite, BinE2ETest), agnhost, kubectl and ginkgo of this module's
+// Kubernetes release: the directory EnsureBinaries uses (the hash of
+// go.mod and go.sum), so they are built once per go.mod with the same
+// module and build cache as kube-apiserver and kubelet — the e2e
+// framework's packages are largely those binaries' packages. e2e.test is
+// rebuilt too when the source of its package (internal/e2estorage)
+// changed: a stamp next to it holds that source's hash. A cold build takes
+// minutes on two cores (it is not part of EnsureBinaries: only the e2e
+// runner needs it).
 func EnsureE2EBinaries(ctx context.Context, o BuildOptions) (string, error) {
 	if err := o.defaults(); err != nil {
 		return "", err
@@ -59,17 +73,27 @@ func EnsureE2EBinaries(ctx context.Context, o BuildOptions) (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("kube: %w", err)
 	}
+	suiteHash, err := e2eSuiteHash(o.ModuleDir)
+	if err != nil {
+		return "", err
+	}
+	stamp := filepath.Join(dir, BinE2ETest+".src")
 	for _, b := range []struct {
 		name string
 		args []string
 	}{
-		{BinE2ETest, []string{"test", "-c", "-vet=off", "-o", filepath.Join(dir, BinE2ETest) + ".tmp", "k8s.io/kubernetes/test/e2e"}},
+		{BinE2ETest, []string{"test", "-c", "-vet=off", "-tags", e2eSuiteTag, "-o", filepath.Join(dir, BinE2ETest) + ".tmp", e2eSuitePackage}},
 		{BinAgnhost, []string{"build", "-o", filepath.Join(dir, BinAgnhost) + ".tmp", "k8s.io/kubernetes/test/images/agnhost"}},
 		{BinKubectl, []string{"build", "-o", filepath.Join(dir, BinKubectl) + ".tmp", "k8s.io/kubernetes/cmd/kubectl"}},
 		{BinGinkgo, []string{"build", "-o", filepath.Join(dir, BinGinkgo) + ".tmp", "github.com/onsi/ginkgo/v2/ginkgo"}},
 	} {
 		if len(missingIn(dir, []string{b.name})) == 0 {
-			continue
+			if b.name != BinE2ETest {
+				continue
+			}
+			if have, err := os.ReadFile(stamp); err == nil && string(have) == suiteHash {
+				continue
+			}
 		}
 		cmd := exec.CommandContext(ctx, "go", b.args...)
 		cmd.Dir = o.ModuleDir
@@ -85,8 +109,37 @@ func EnsureE2EBinaries(ctx context.Context, o BuildOptions) (string, error) {
 		if err := os.Rename(filepath.Join(dir, b.name)+".tmp", filepath.Join(dir, b.name)); err != nil {
 			return "", fmt.Errorf("kube: %w", err)
 		}
+		if b.name == BinE2ETest {
+			if err := os.WriteFile(stamp, []byte(suiteHash), 0o644); err != nil {
+				return "", fmt.Errorf("kube: %w", err)
+			}
+		}
 	}
 	return dir, nil
+}
+
+// e2eSuiteHash is the hash of the files of internal/e2estorage in
+// moduleDir (names and contents): the source of BinE2ETest that go.mod
+// and go.sum do not cover.
+func e2eSuiteHash(moduleDir string) (string, error) {
+	src := filepath.Join(moduleDir, "internal", "e2estorage")
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return "", fmt.Errorf("kube: the e2e suite's source: %w", err)
+	}
+	h := sha256.New()
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			return "", fmt.Errorf("kube: %w", err)
+		}
+		fmt.Fprintf(h, "%s %d\n", e.Name(), len(b))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // MissingE2EBinaries returns the names of the binaries EnsureE2EBinaries

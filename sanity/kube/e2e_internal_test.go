@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -41,5 +42,62 @@ func TestParseE2EJUnit(t *testing.T) {
 	}
 	if _, err := ParseE2EJUnit(filepath.Join(t.TempDir(), "none.xml")); err == nil {
 		t.Error("a missing report: got no error")
+	}
+}
+
+// TestEnsureE2EBinariesRebuildsChangedSuite: a complete directory whose
+// e2e.test was built from the current internal/e2estorage is used as it
+// is, and one whose suite source changed since (or that has no stamp, as
+// a full e2e.test of an earlier release of this package) is rebuilt. The
+// go command is out of PATH, so a build shows as its error.
+func TestEnsureE2EBinariesRebuildsChangedSuite(t *testing.T) {
+	mod := t.TempDir()
+	for f, body := range map[string]string{
+		"go.mod":                        "module example.com/m\n",
+		"go.sum":                        "",
+		"internal/e2estorage/doc.go":    "package e2estorage\n",
+		"internal/e2estorage/x_test.go": "package e2estorage\n",
+	} {
+		p := filepath.Join(mod, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := BuildOptions{ModuleDir: mod, CacheDir: t.TempDir()}
+	dir, err := toolsDir(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{BinE2ETest, BinAgnhost, BinKubectl, BinGinkgo} {
+		if err := os.WriteFile(filepath.Join(dir, b), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", t.TempDir())
+
+	if _, err := EnsureE2EBinaries(t.Context(), o); err == nil || !strings.Contains(err.Error(), "go test -c") {
+		t.Fatalf("no stamp (an e2e.test of before): got %v, want a rebuild (go test -c)", err)
+	}
+	h, err := e2eSuiteHash(mod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, BinE2ETest+".src"), []byte(h), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := EnsureE2EBinaries(t.Context(), o); err != nil || got != dir {
+		t.Fatalf("stamped and complete: got %q, %v; want %q and no build", got, err, dir)
+	}
+	if err := os.WriteFile(filepath.Join(mod, "internal/e2estorage/x_test.go"), []byte("package e2estorage // changed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := EnsureE2EBinaries(t.Context(), o); err == nil || !strings.Contains(err.Error(), "go test -c") {
+		t.Fatalf("suite source changed: got %v, want a rebuild (go test -c)", err)
 	}
 }

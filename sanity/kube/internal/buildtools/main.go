@@ -2,7 +2,8 @@
 // package's tool block and prints their directory; ci.sh runs it before the
 // tests so that a cold build is outside go test's timeout. With -runtime it
 // also builds the container runtime of the kubelet mode (containerd), with
-// -e2e Kubernetes' e2e.test, agnhost, kubectl and ginkgo (the e2e runner).
+// -e2e Kubernetes' e2e.test (its storage-only build, internal/e2estorage),
+// agnhost, kubectl and ginkgo (the e2e runner).
 package main
 
 import (

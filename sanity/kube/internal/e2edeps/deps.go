@@ -1,10 +1,12 @@
 //go:build e2edeps
 
-// Package e2edeps is never built: it imports what Kubernetes' e2e.test
-// (the test binary of k8s.io/kubernetes/test/e2e, built by
-// kube.EnsureE2EBinaries with `go test -c`) imports, so that `go mod tidy` keeps their modules' checksums in this
-// module's go.sum: a test package of a dependency is otherwise outside the
-// module graph go.sum covers.
+// Package e2edeps is never built: it imports what Kubernetes' full
+// e2e.test (the test binary of k8s.io/kubernetes/test/e2e) imports, so that
+// `go mod tidy` keeps their modules' checksums in this module's go.sum and
+// `go test -c k8s.io/kubernetes/test/e2e` builds here: a test package of a
+// dependency is otherwise outside the module graph go.sum covers.
+// kube.EnsureE2EBinaries builds the storage-only suite of
+// internal/e2estorage instead, whose imports are a subset.
 package e2edeps
 
 import (
