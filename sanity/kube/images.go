@@ -201,7 +201,10 @@ var libDirs = []string{
 // linked (e.g. a Go binary built with cgo, as `go build` makes the
 // sidecars of this module's tool block), its ELF interpreter and every
 // shared library it needs, recursively, at the same paths as on the host
-// (content copied, symlinks resolved). A static program is one file.
+// (content copied, symlinks resolved), looked up in each object's
+// RUNPATH (or RPATH) first, as the dynamic loader does: Ceph's librados
+// finds libceph-common.so.2 in /usr/lib/<arch>/ceph that way. A static
+// program is one file.
 func ExecutableFiles(src, dst string) ([]ImageFile, error) {
 	files := []ImageFile{{Path: dst, Source: src}}
 	seen := map[string]bool{}
@@ -234,20 +237,21 @@ func ExecutableFiles(src, dst string) ([]ImageFile, error) {
 		if err != nil {
 			return fmt.Errorf("kube: image executable %s: %w", file, err)
 		}
+		dirs := append(runpath(f, file), libDirs...)
 		for _, lib := range libs {
 			if seen[lib] {
 				continue
 			}
 			seen[lib] = true
 			found := ""
-			for _, d := range libDirs {
+			for _, d := range dirs {
 				if _, err := os.Stat(path.Join(d, lib)); err == nil {
 					found = path.Join(d, lib)
 					break
 				}
 			}
 			if found == "" {
-				return fmt.Errorf("kube: image executable %s: shared library %s not found in %v", file, lib, libDirs)
+				return fmt.Errorf("kube: image executable %s: shared library %s not found in %v", file, lib, dirs)
 			}
 			real, err := filepath.EvalSymlinks(found)
 			if err != nil {
@@ -264,4 +268,23 @@ func ExecutableFiles(src, dst string) ([]ImageFile, error) {
 		return nil, err
 	}
 	return files, nil
+}
+
+// runpath returns the directories of an ELF object's DT_RUNPATH (or, when
+// it has none, DT_RPATH), with $ORIGIN the directory of file.
+func runpath(f *elf.File, file string) []string {
+	rp, err := f.DynString(elf.DT_RUNPATH)
+	if err != nil || len(rp) == 0 {
+		rp, _ = f.DynString(elf.DT_RPATH)
+	}
+	var dirs []string
+	for _, s := range rp {
+		for _, d := range strings.Split(s, ":") {
+			d = strings.ReplaceAll(strings.ReplaceAll(d, "${ORIGIN}", "$ORIGIN"), "$ORIGIN", filepath.Dir(file))
+			if d != "" {
+				dirs = append(dirs, d)
+			}
+		}
+	}
+	return dirs
 }

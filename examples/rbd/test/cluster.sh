@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Starts and stops a throwaway single-node Ceph cluster (one ceph-mon, one
-# memstore ceph-osd, one ceph-mgr) on 127.0.0.1 in a directory of your
+# memstore ceph-osd, one ceph-mgr) on 127.0.0.1 (or the address in
+# CSIKIT_CEPH_ADDR: the host's, for clients in pods of their own network
+# namespace, as sanity/kube/e2e/run.sh rbd starts it) in a directory of your
 # choice, for the rbd example's tests and CI. Nothing is installed system-wide
 # and nothing outside DIR is written; daemons are stopped by the PIDs this
 # script recorded when it started them, never by name.
@@ -72,15 +74,17 @@ trap 'rc=$?; if [ $rc -ne 0 ]; then echo "cluster.sh: start failed; logs in $dir
 # Free ports for the monitor: msgr v2 (what librados and rbd-fuse use) and
 # v1, as production monitors bind both: the kernel's rbd client (krbd)
 # speaks v1 unless mapped with ms_mode, which needs Linux 5.11.
-read -r port port1 < <(python3 -c 'import socket
-a=socket.socket(); a.bind(("127.0.0.1",0)); b=socket.socket(); b.bind(("127.0.0.1",0))
-print(a.getsockname()[1], b.getsockname()[1])')
+addr=${CSIKIT_CEPH_ADDR:-127.0.0.1}
+read -r port port1 < <(python3 -c 'import socket, sys
+a=socket.socket(); a.bind((sys.argv[1],0)); b=socket.socket(); b.bind((sys.argv[1],0))
+print(a.getsockname()[1], b.getsockname()[1])' "$addr")
 fsid=$(python3 -c 'import uuid; print(uuid.uuid4())')
 conf="$dir/ceph.conf"
 cat >"$conf" <<CONF
 [global]
 fsid = $fsid
-mon host = [v2:127.0.0.1:$port,v1:127.0.0.1:$port1]
+mon host = [v2:$addr:$port,v1:$addr:$port1]
+public addr = $addr
 mon initial members = a
 auth cluster required = cephx
 auth service required = cephx
@@ -114,7 +118,7 @@ ceph-authtool --create-keyring "$dir/mon.keyring" --gen-key -n mon. --cap mon 'a
 ceph-authtool --create-keyring "$dir/client.admin.keyring" --gen-key -n client.admin \
 	--cap mon 'allow *' --cap osd 'allow *' --cap mgr 'allow *' --cap mds 'allow *' >/dev/null
 ceph-authtool "$dir/mon.keyring" --import-keyring "$dir/client.admin.keyring" >/dev/null
-monmaptool --create --fsid "$fsid" --addv a "[v2:127.0.0.1:$port,v1:127.0.0.1:$port1]" "$dir/monmap" >/dev/null
+monmaptool --create --fsid "$fsid" --addv a "[v2:$addr:$port,v1:$addr:$port1]" "$dir/monmap" >/dev/null
 ceph-mon -c "$conf" --mkfs -i a --monmap "$dir/monmap" --keyring "$dir/mon.keyring"
 
 # start NAME BINARY ARGS...: run a daemon in the foreground of a background
@@ -155,7 +159,7 @@ umask 077
 printf '%s' "$key" >"$dir/$user.key"
 cat >"$dir/env" <<ENV
 CSIKIT_CEPH_CONF=$conf
-CSIKIT_CEPH_MON=127.0.0.1:$port
+CSIKIT_CEPH_MON=$addr:$port
 CSIKIT_CEPH_KEYRING=$dir/client.admin.keyring
 CSIKIT_CEPH_POOL=$pool
 CSIKIT_CEPH_USER=$user

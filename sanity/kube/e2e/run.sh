@@ -7,6 +7,14 @@
 # testdriver), the suite's test images built here (no registry).
 #
 #   sanity/kube/e2e/run.sh hostpath [directory|ext4|xfs|block]
+#   sanity/kube/e2e/run.sh rbd
+#
+# rbd runs ext4 and block volumes in one run, with rbd-fuse and a loop
+# device as the node's mapper, against the Ceph cluster of the
+# CSIKIT_CEPH_* variables (examples/rbd/test/cluster.sh's env file; its
+# monitor must be on an address pods reach, not loopback) or, without
+# them, a throwaway cluster started on the host's address and stopped at
+# the end (needs the Ceph packages of examples/rbd/test/ci.sh).
 #
 # FOCUS='provisioning|snapshottable' narrows the run (a regular expression
 # over the spec names, after External.Storage), SKIP adds to the skipped
@@ -35,8 +43,27 @@ hostpath)
 		go test -count=1 -timeout 4h -run '^TestE2E$' -v . 2>&1 | tee "$out/test.log" |
 		grep -E '^(=== RUN|--- |e2e |ok|FAIL|PASS)|skipped: |skipped by name: |failed: |test-driver.yaml|Summarizing|\[FAIL\]' || true
 	;;
+rbd)
+	# examples/rbd (ext4 and block volumes in one run) against the Ceph
+	# cluster of CSIKIT_CEPH_* (examples/rbd/test/cluster.sh's env file,
+	# bound to an address pods reach), or a throwaway one started here
+	# on the host's address and stopped on exit.
+	rbd=$(cd ../../examples/rbd && pwd)
+	if [ -z "${CSIKIT_CEPH_MON:-}" ]; then
+		ceph="$out/ceph"
+		trap '"$rbd/test/cluster.sh" stop "$ceph" || true' EXIT
+		addr=$(ip -4 route get 203.0.113.1 | sed -n 's/.* src \([0-9.]*\).*/\1/p')
+		set -a; . "$(CSIKIT_CEPH_ADDR=$addr "$rbd/test/cluster.sh" start "$ceph")"; set +a
+		echo "e2e: Ceph cluster on $CSIKIT_CEPH_MON in $ceph ($(( $(date +%s) - start ))s)"
+	fi
+	(cd "$rbd" && CSIKIT_KUBE_E2E=rbd \
+		CSIKIT_KUBE_E2E_FOCUS="${FOCUS:-}" CSIKIT_KUBE_E2E_SKIP="${SKIP:-}" \
+		CSIKIT_KUBE_E2E_PROCS="${PROCS:-2}" CSIKIT_KUBE_E2E_DIR="$out" \
+		go test -tags pacific -count=1 -timeout 4h -run '^TestE2E$' -v ./test/kube 2>&1) | tee "$out/test.log" |
+		grep -E '^(=== RUN|--- |e2e |ok|FAIL|PASS)|skipped: |skipped by name: |failed: |replaced |test-driver.yaml|Summarizing|\[FAIL\]' || true
+	;;
 *)
-	echo "e2e: unknown driver $driver (hostpath)" >&2
+	echo "e2e: unknown driver $driver (hostpath, rbd)" >&2
 	exit 2
 	;;
 esac

@@ -7,7 +7,10 @@
 // the throwaway Ceph cluster of test/cluster.sh, with the StorageClass,
 // VolumeSnapshotClass, Secret, CSIDriver and RBAC of deploy/ applied, and
 // checks both the API objects and the pool. Controller side only: no
-// kubelet runs, so nothing is staged or mounted.
+// kubelet runs, so nothing is staged or mounted. TestE2E (opt-in,
+// sanity/kube/e2e/run.sh rbd) runs Kubernetes' own storage e2e suite
+// against the driver deployed with every deploy/ manifest on sanity/kube's
+// kubelet mode, node plugin included.
 package kube_test
 
 import (

@@ -1,0 +1,419 @@
+//go:build linux
+
+package kube_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/csikit/csikit/examples/rbd/internal/cephtest"
+	"github.com/csikit/csikit/sanity/kube"
+)
+
+// rbdImage is the image the e2e test builds for the driver (the
+// manifests name csikit/rbd:latest, which kubelet would try to pull).
+const rbdImage = "csikit.local/rbd:e2e"
+
+// e2eWait bounds a deploy pod's progress on a loaded machine.
+const e2eWait = 3 * time.Minute
+
+// e2eEnvSkips are the suite's specs this environment cannot run, by their
+// exact text, each with the reason: limits of one sandboxed machine, not
+// of the driver.
+var e2eEnvSkips = []struct{ spec, reason string }{
+	{"volumeMode should not mount / map unused volumes in a pod",
+		"it lists /var/lib/kubelet/pods/<uid>/volumes through nsenter into PID 1's mount namespace from a hostexec pod: " +
+			"this kubelet's --root-dir is below the environment's directory, and the sandbox denies opening /proc/1/ns/mnt"},
+}
+
+// TestE2E runs Kubernetes' own storage e2e suite (e2e.test, focus
+// External.Storage) against examples/rbd deployed with its deploy/
+// manifests in sanity/kube's kubelet mode (the node plugin maps with
+// rbd-fuse and a loop device: this kernel has no rbd module), on a pool
+// and user of its own of the cluster of test/cluster.sh, which must be
+// reachable from pods (cluster.sh start with CSIKIT_CEPH_ADDR=<the host's
+// address>). The test-driver file is what `csikit testdriver` derives from
+// the deployed node plugin's capabilities; the suite runs ext4 (the
+// StorageClass's csi.storage.k8s.io/fstype) and block volumes. Opt-in
+// (sanity/kube/e2e/run.sh rbd): CSIKIT_KUBE_E2E=rbd, CSIKIT_KUBE_E2E_FOCUS
+// and CSIKIT_KUBE_E2E_SKIP narrow the run, CSIKIT_KUBE_E2E_PROCS runs specs
+// in parallel, CSIKIT_KUBE_E2E_DIR keeps the JUnit file and the logs.
+func TestE2E(t *testing.T) {
+	if os.Getenv("CSIKIT_KUBE_E2E") != "rbd" {
+		t.Skip("Kubernetes' storage e2e suite is opt-in: sanity/kube/e2e/run.sh rbd (CSIKIT_KUBE_E2E=rbd)")
+	}
+	start := time.Now()
+	cephtest.RequireRoot(t)
+	if err := kube.NodePrereqs(kube.KubeletOptions{}); err != nil {
+		cephtest.Skipf(t, "the kubelet mode: %v", err)
+	}
+	c := cephtest.Require(t)
+	if host, _, err := net.SplitHostPort(c.Monitors); err != nil || net.ParseIP(host).IsLoopback() {
+		t.Fatalf("the cluster's monitor %s is on loopback: the Deployment's pods cannot reach it; "+
+			"start it with CSIKIT_CEPH_ADDR=<the host's address> test/cluster.sh start DIR (run.sh rbd does)", c.Monitors)
+	}
+	ctx := context.Background()
+	binDir, err := kube.EnsureBinaries(ctx, kube.BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2eBin, err := kube.EnsureE2EBinaries(ctx, kube.BuildOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool, secrets := cephtest.TenantPool(t, c)
+	out := os.Getenv("CSIKIT_KUBE_E2E_DIR")
+	if out == "" {
+		out = t.TempDir()
+	} else if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "csikit-rbd-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Error(err)
+		}
+	})
+	images := rbdImages(t, dir, binDir)
+	e2eImages, err := kube.E2EImages(ctx, dir, "/bin/busybox", e2eBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	images = append(images, e2eImages...)
+	csikitBin := filepath.Join(dir, "csikit")
+	if b, err := exec.Command("go", "build", "-o", csikitBin, "github.com/csikit/csikit/cmd/csikit").CombinedOutput(); err != nil {
+		t.Fatalf("go build cmd/csikit: %v: %s", err, b)
+	}
+	t.Logf("binaries and images ready in %s", time.Since(start).Round(time.Second))
+
+	var env *kube.Env
+	t.Cleanup(func() {
+		if env != nil {
+			if left := env.Leftovers(); len(left) > 0 {
+				t.Errorf("the kubelet mode left on the host: %v", left)
+			}
+		}
+	})
+	env = kube.Start(t, kube.Options{
+		DriverName: driverName, NodeName: "node-1", BinDir: binDir,
+		Sidecars: []string{}, // the Deployment's sidecars only
+		// The suite runs kubectl exec: the API server must reach kubelet.
+		Kubelet: &kube.KubeletOptions{Images: images, NodeIP: hostIP(t)},
+		// The suite deletes a namespace per spec and uses generic
+		// ephemeral volumes (owned by their pods).
+		ExtraArgs: map[string][]string{"kube-controller-manager": {
+			"--controllers=namespace-controller,garbage-collector-controller,ephemeral-volume-controller"}},
+	})
+	root := env.KubeletDir()
+	applyDeploy(t, env, pool, secrets)
+	monitors := "10.0.0.1:3300,10.0.0.2:3300,10.0.0.3:3300"
+	applyE2EManifest(t, env, "node.yaml", [][2]string{
+		{"csikit/rbd:latest", rbdImage},
+		{monitors, c.Monitors},
+		{"--mapper=krbd", "--mapper=rbd-fuse"}, // no rbd module in this kernel
+		{"/var/lib/kubelet", root},
+		{"{path: /var/lib/csikit-rbd, type: DirectoryOrCreate}", "{path: " + filepath.Join(env.Dir, "rbd-state") + ", type: DirectoryOrCreate}"},
+	})
+	applyE2EManifest(t, env, "controller.yaml", [][2]string{
+		{"csikit/rbd:latest", rbdImage},
+		{monitors, c.Monitors},
+		{"--pool=rbd", "--pool=" + pool},
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			logPods(t, env)
+		}
+	})
+	kube.WaitFor(t, e2eWait, "the DaemonSet's pod Ready", func(ctx context.Context) (bool, string, error) {
+		return podsReady(ctx, env, "app=csikit-rbd-node", 1, 1)
+	})
+	kube.WaitFor(t, e2eWait, "CSINode with the driver registered by the DaemonSet's pod", func(ctx context.Context) (bool, string, error) {
+		cn, err := env.Client.StorageV1().CSINodes().Get(ctx, "node-1", metav1.GetOptions{})
+		if err != nil {
+			return false, "no CSINode", nil
+		}
+		for _, d := range cn.Spec.Drivers {
+			if d.Name == driverName {
+				return d.NodeID == "node-1", fmt.Sprintf("driver %+v", d), nil
+			}
+		}
+		return false, fmt.Sprintf("drivers %+v", cn.Spec.Drivers), nil
+	})
+	kube.WaitFor(t, e2eWait, "the Deployment's pods Ready", func(ctx context.Context) (bool, string, error) {
+		return podsReady(ctx, env, "app=csikit-rbd-controller", 2, 5)
+	})
+	t.Logf("driver deployed %s after the start", time.Since(start).Round(time.Second))
+
+	// The classes the suite provisions and snapshots with: deploy/'s,
+	// with the test's pool (as applyDeploy applied them).
+	sc, err := os.ReadFile(filepath.Join("..", "..", "deploy", "storageclass.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(sc), "\n  pool: rbd\n"); n != 1 {
+		t.Fatalf("deploy/storageclass.yaml: %d lines \"  pool: rbd\", want 1", n)
+	}
+	scFile := filepath.Join(out, "storageclass.yaml")
+	if err := os.WriteFile(scFile, []byte(strings.Replace(string(sc), "\n  pool: rbd\n", "\n  pool: "+pool+"\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("storageclass.yaml: deploy/'s with pool %s", pool)
+	vscFile, err := filepath.Abs(filepath.Join("..", "..", "deploy", "volumesnapshotclass.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What CSI does not show, from the driver's README: block volumes, its
+	// filesystems (the class's ext4), a mount option ext4 takes.
+	args := []string{"testdriver", filepath.Join(root, "plugins", driverName, "csi.sock"),
+		"--storage-class", scFile, "--snapshot-class", vscFile, "--block", "--mount-options", "noatime",
+		"--access-modes", "SINGLE_NODE_WRITER,SINGLE_NODE_READER_ONLY", "--fs-types", ",ext4", "--fs-type", "ext4"}
+	td, err := exec.Command(csikitBin, args...).Output()
+	if err != nil {
+		t.Fatalf("csikit %s: %v", strings.Join(args, " "), err)
+	}
+	tdFile := filepath.Join(out, "test-driver.yaml")
+	if err := os.WriteFile(tdFile, td, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("test-driver.yaml (csikit %s):\n%s", strings.Join(args, " "), td)
+
+	focus := "External.Storage"
+	if f := os.Getenv("CSIKIT_KUBE_E2E_FOCUS"); f != "" {
+		focus += ".*(" + f + ")"
+	}
+	var skip string
+	for _, s := range e2eEnvSkips {
+		skip = strings.TrimPrefix(skip+"|"+regexp.QuoteMeta(s.spec), "|")
+		t.Logf("skipped by name: %q: %s", s.spec, s.reason)
+	}
+	if s := os.Getenv("CSIKIT_KUBE_E2E_SKIP"); s != "" {
+		skip = strings.TrimPrefix(skip+"|"+s, "|")
+	}
+	procs := 1
+	if p := os.Getenv("CSIKIT_KUBE_E2E_PROCS"); p != "" {
+		if _, err := fmt.Sscan(p, &procs); err != nil {
+			t.Fatalf("CSIKIT_KUBE_E2E_PROCS=%q: %v", p, err)
+		}
+	}
+	res, err := kube.RunE2E(ctx, kube.E2EOptions{BinDir: e2eBin, Kubeconfig: env.Kubeconfig, TestDriver: tdFile,
+		Focus: focus, Skip: skip, Procs: procs, Dir: out})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range res.Skips {
+		t.Logf("skipped: %s: %s", s.Name, s.Reason)
+	}
+	for _, f := range res.Failures {
+		t.Errorf("failed: %s", f)
+	}
+	// What the suite left: every volume it made is deleted (PVs gone, the
+	// pool holds no image), so no rbd-fuse mapping outlives the run.
+	kube.WaitFor(t, e2eWait, "every PV deleted", func(ctx context.Context) (bool, string, error) {
+		pvs, err := env.Client.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		var left []string
+		for _, pv := range pvs.Items {
+			left = append(left, pv.Name+"("+string(pv.Status.Phase)+")")
+		}
+		return len(left) == 0, fmt.Sprintf("PVs left: %v", left), nil
+	})
+	t.Logf("rbd: %s in %s (suite %s; JUnit %s)", res.Summary(), time.Since(start).Round(time.Second),
+		res.Duration.Round(time.Second), res.JUnit)
+	fmt.Printf("e2e rbd: %s\n", res.Summary())
+}
+
+// hostIP is the address of the host's default route (a UDP "connect"
+// sends nothing).
+func hostIP(t *testing.T) string {
+	t.Helper()
+	c, err := net.Dial("udp4", "203.0.113.1:9")
+	if err != nil {
+		t.Fatalf("the host's address (its default route): %v", err)
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).IP.String()
+}
+
+// rbdTools are the host programs the driver's image carries besides the
+// driver: the rbd-fuse mapper, and what it formats, checks, grows, probes
+// and mounts with (Debian's e2fsprogs, xfsprogs, util-linux, mount).
+var rbdTools = []string{
+	"/usr/bin/rbd-fuse",
+	"/usr/sbin/mkfs.ext4", "/usr/sbin/mke2fs", "/usr/sbin/e2fsck", "/usr/sbin/fsck.ext4", "/usr/sbin/resize2fs",
+	"/usr/sbin/mkfs.xfs", "/usr/sbin/xfs_growfs", "/usr/sbin/xfs_repair", "/usr/sbin/fsck.xfs",
+	"/usr/sbin/fsck", "/usr/sbin/blkid", "/usr/sbin/losetup", "/usr/bin/mount", "/usr/bin/umount",
+}
+
+// rbdImages builds, as tarballs in dir, the images deploy/node.yaml and
+// deploy/controller.yaml run: the driver (with librbd and librados) with
+// a static busybox and rbdTools, and each sidecar of sanity/kube's tool
+// block under the reference controller.yaml names, after checking that
+// its tag is the version the tool block builds.
+func rbdImages(t *testing.T, dir, binDir string) []string {
+	t.Helper()
+	bin := filepath.Join(dir, "rbd")
+	if out, err := exec.Command("go", "build", "-tags", "pacific", "-o", bin, "github.com/csikit/csikit/examples/rbd").CombinedOutput(); err != nil {
+		t.Fatalf("build the rbd driver: %v\n%s", err, out)
+	}
+	applets, err := exec.Command("/bin/busybox", "--list").Output()
+	if err != nil {
+		t.Fatalf("busybox --list: %v", err)
+	}
+	files, err := kube.BusyboxFiles("/bin/busybox", strings.Fields(string(applets)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := func(fs []kube.ImageFile) {
+		for _, f := range fs {
+			if !slices.ContainsFunc(files, func(g kube.ImageFile) bool { return g.Path == f.Path }) {
+				files = append(files, f)
+			}
+		}
+	}
+	drv, err := kube.ExecutableFiles(bin, "/rbd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	add(drv)
+	for _, p := range rbdTools {
+		tool, err := kube.ExecutableFiles(p, p)
+		if b, rerr := os.ReadFile(p); err != nil && rerr == nil && strings.HasPrefix(string(b), "#!/bin/sh") {
+			tool, err = []kube.ImageFile{{Path: p, Source: p}}, nil // fsck.xfs: busybox's sh runs it
+		}
+		if err != nil {
+			t.Fatalf("the rbd image's %s (Debian's rbd-fuse, e2fsprogs, xfsprogs, util-linux, mount): %v", p, err)
+		}
+		add(tool)
+	}
+	add([]kube.ImageFile{
+		{Path: "/etc/mke2fs.conf", Source: "/etc/mke2fs.conf", Mode: 0o644},
+		{Path: "/etc/mtab", Link: "/proc/self/mounts"},
+	})
+	tars := []string{filepath.Join(dir, "rbd.tar")}
+	if err := kube.WriteImage(tars[0], rbdImage, kube.ImageConfig{Entrypoint: []string{"/rbd"}}, files); err != nil {
+		t.Fatal(err)
+	}
+	gomod, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "sanity", "kube", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctrl, err := os.ReadFile(filepath.Join("..", "..", "deploy", "controller.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sidecars := regexp.MustCompile(`(?m)^\s+- name: (csi-[a-z]+)\n\s+image: (\S+)`).FindAllStringSubmatch(string(ctrl), -1)
+	if len(sidecars) != 4 {
+		t.Fatalf("deploy/controller.yaml: sidecars %v, want provisioner, attacher, resizer and snapshotter", sidecars)
+	}
+	for _, s := range sidecars {
+		name, ref := s[1], s[2]
+		mod := map[string]string{
+			kube.BinProvisioner: "github.com/kubernetes-csi/external-provisioner",
+			kube.BinAttacher:    "github.com/kubernetes-csi/external-attacher",
+			kube.BinResizer:     "github.com/kubernetes-csi/external-resizer",
+			kube.BinSnapshotter: "github.com/kubernetes-csi/external-snapshotter",
+		}[name]
+		m := regexp.MustCompile(regexp.QuoteMeta(mod) + `(/v\d+)? (v[0-9.]+)\b`).FindSubmatch(gomod)
+		if mod == "" || m == nil || !strings.HasSuffix(ref, ":"+string(m[2])) {
+			t.Fatalf("deploy/controller.yaml runs %s (%s), but sanity/kube's tool block builds %s %s: update one of them", name, ref, mod, m)
+		}
+		files, err := kube.ExecutableFiles(filepath.Join(binDir, name), "/"+name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tar := filepath.Join(dir, name+".tar")
+		if err := kube.WriteImage(tar, ref, kube.ImageConfig{Entrypoint: []string{"/" + name}}, files); err != nil {
+			t.Fatal(err)
+		}
+		tars = append(tars, tar)
+	}
+	return tars
+}
+
+// applyE2EManifest creates the objects of deploy/<name> as they are
+// (strictly decoded: a misspelt field fails), after replacing each
+// subs[i][0] with subs[i][1] in the text, logged: every one must occur.
+func applyE2EManifest(t *testing.T, env *kube.Env, name string, subs [][2]string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	for _, s := range subs {
+		n := strings.Count(text, s[0])
+		if n == 0 {
+			t.Fatalf("deploy/%s: %q not found: the test's substitutions no longer match the manifest", name, s[0])
+		}
+		text = strings.ReplaceAll(text, s[0], s[1])
+		t.Logf("deploy/%s: replaced %q with %q (%d times)", name, s[0], s[1], n)
+	}
+	if err := env.Apply(context.Background(), []byte(text), nil); err != nil {
+		t.Fatalf("deploy/%s: %v", name, err)
+	}
+}
+
+// podsReady reports whether exactly want pods match the label selector in
+// deploy/'s namespace, each running with all of its containers (at least
+// containers of them) ready.
+func podsReady(ctx context.Context, env *kube.Env, selector string, want, containers int) (bool, string, error) {
+	pods, err := env.Client.CoreV1().Pods(secretNS).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return false, "", err
+	}
+	var states []string
+	ready := 0
+	for _, p := range pods.Items {
+		n := 0
+		for _, s := range p.Status.ContainerStatuses {
+			if s.Ready {
+				n++
+			}
+			switch {
+			case s.State.Waiting != nil:
+				states = append(states, fmt.Sprintf("%s/%s waiting %s %s (restarts %d)", p.Name, s.Name, s.State.Waiting.Reason, s.State.Waiting.Message, s.RestartCount))
+			case s.State.Terminated != nil:
+				states = append(states, fmt.Sprintf("%s/%s terminated %d %s", p.Name, s.Name, s.State.Terminated.ExitCode, s.State.Terminated.Message))
+			}
+		}
+		if p.Status.Phase == corev1.PodRunning && n >= containers && n == len(p.Status.ContainerStatuses) {
+			ready++
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Status != corev1.ConditionTrue {
+				states = append(states, fmt.Sprintf("%s %s=%s %s", p.Name, c.Type, c.Status, c.Message))
+			}
+		}
+	}
+	return ready == want && len(pods.Items) == want, fmt.Sprintf("%d of %d pods ready: %v", ready, len(pods.Items), states), nil
+}
+
+// logPods logs the tails of the container logs of deploy/'s namespace.
+func logPods(t *testing.T, env *kube.Env) {
+	logs, _ := filepath.Glob(filepath.Join(env.PodLogDir(), secretNS+"_*", "*", "*.log"))
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		if len(lines) > 40 {
+			lines = lines[len(lines)-40:]
+		}
+		t.Logf("--- %s:\n%s", strings.TrimPrefix(l, env.PodLogDir()+"/"), strings.Join(lines, "\n"))
+	}
+}
