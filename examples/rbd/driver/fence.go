@@ -172,6 +172,34 @@ func (d *Driver) eachNode(ctx context.Context, volumeID string, pick func(access
 	return false, nil
 }
 
+// accessed is a volume's access object as withAccess read it, with
+// what read it.
+type accessed struct {
+	id    volumeID
+	io    *rados.IOContext // the pool's access namespace
+	creds Credentials      // those that opened it
+	a     access
+}
+
+// withAccess runs f, bounded by Options.OpTimeout, on volumeID's access
+// object: the prologue Holds, Fence and Unfence share. An ID that is not
+// ours, or a pool that is gone, runs nothing (nothing to hold, fence or
+// unfence) and is no error.
+func (d *Driver) withAccess(ctx context.Context, volumeID string, f func(ctx context.Context, v accessed) error) error {
+	ctx, cancel := d.opCtx(ctx)
+	defer cancel()
+	id, io, creds, done, ok, err := d.openAccess(ctx, volumeID)
+	if err != nil || !ok {
+		return err
+	}
+	defer done()
+	a, err := readAccess(io, id)
+	if err != nil {
+		return err
+	}
+	return f(ctx, accessed{id: id, io: io, creds: creds, a: a})
+}
+
 // Holds reports whether nodeID (every node, for "") may still write to
 // volumeID (csikit.Fencer):
 // the node staged the volume and has not unstaged it, and the Ceph
@@ -184,25 +212,17 @@ func (d *Driver) Holds(ctx context.Context, volumeID, nodeID string) (bool, erro
 			return d.Holds(ctx, volumeID, n)
 		})
 	}
-	ctx, cancel := d.opCtx(ctx)
-	defer cancel()
-	id, io, _, done, ok, err := d.openAccess(ctx, volumeID)
-	if err != nil || !ok {
-		return false, err
-	}
-	defer done()
-	a, err := readAccess(io, id)
-	if err != nil {
-		return false, err
-	}
-	s, ok := a.stage[nodeID]
-	if !ok {
-		return false, nil
-	}
-	if f, ok := a.fence[nodeID]; ok && len(s.Addrs) > 0 && f.covers(s.Addrs, time.Now()) {
-		return false, nil
-	}
-	return true, nil
+	var holds bool
+	err := d.withAccess(ctx, volumeID, func(_ context.Context, v accessed) error {
+		s, ok := v.a.stage[nodeID]
+		if !ok {
+			return nil
+		}
+		f, fenced := v.a.fence[nodeID]
+		holds = !fenced || len(s.Addrs) == 0 || !f.covers(s.Addrs, time.Now())
+		return nil
+	})
+	return holds, err
 }
 
 // Fence cuts nodeID (every node that holds it, for "") off volumeID
@@ -221,17 +241,12 @@ func (d *Driver) Fence(ctx context.Context, volumeID, nodeID string) error {
 		})
 		return err
 	}
-	ctx, cancel := d.opCtx(ctx)
-	defer cancel()
-	id, io, creds, done, ok, err := d.openAccess(ctx, volumeID)
-	if err != nil || !ok {
-		return err
-	}
-	defer done()
-	a, err := readAccess(io, id)
-	if err != nil {
-		return err
-	}
+	return d.withAccess(ctx, volumeID, func(ctx context.Context, v accessed) error { return d.fenceNode(ctx, v, nodeID) })
+}
+
+// fenceNode is Fence of one node, on the access object withAccess read.
+func (d *Driver) fenceNode(ctx context.Context, v accessed, nodeID string) error {
+	id, io, creds, a := v.id, v.io, v.creds, v.a
 	s, staged := a.stage[nodeID]
 	if !staged {
 		return nil
@@ -333,17 +348,13 @@ func (d *Driver) Unfence(ctx context.Context, volumeID, nodeID string) error {
 		})
 		return err
 	}
-	ctx, cancel := d.opCtx(ctx)
-	defer cancel()
-	id, io, creds, done, ok, err := d.openAccess(ctx, volumeID)
-	if err != nil || !ok {
-		return err
-	}
-	defer done()
-	a, err := readAccess(io, id)
-	if err != nil {
-		return err
-	}
+	return d.withAccess(ctx, volumeID, func(ctx context.Context, v accessed) error { return d.unfenceNode(ctx, v, nodeID) })
+}
+
+// unfenceNode is Unfence of one node, on the access object withAccess
+// read.
+func (d *Driver) unfenceNode(ctx context.Context, v accessed, nodeID string) error {
+	id, io, creds, a := v.id, v.io, v.creds, v.a
 	f, ok := a.fence[nodeID]
 	if !ok {
 		return nil
