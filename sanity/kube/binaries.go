@@ -77,7 +77,7 @@ func EnsureBinaries(ctx context.Context, o BuildOptions) (string, error) {
 	if err := o.defaults(); err != nil {
 		return "", err
 	}
-	return ensureTools(ctx, o, binaryNames(), nil, func(pkg string) bool { return !e2eTools[pkg] })
+	return ensureTools(ctx, o, o.CacheDir, binaryNames(), nil, func(pkg string) bool { return !e2eTools[pkg] })
 }
 
 // BinariesDir returns the directory EnsureBinaries builds into and reuses
@@ -126,10 +126,11 @@ func EnsureRuntimeBinaries(ctx context.Context, o BuildOptions) (string, error) 
 		return "", err
 	}
 	o.ModuleDir = dir
+	lockDir := o.CacheDir
 	o.CacheDir = filepath.Join(o.CacheDir, "runtime")
 	// The runtime module is in no go.work (its replaces would clash with
 	// this module's) and requires no csikit module: it builds on its own.
-	return ensureTools(ctx, o, runtimeBinaryNames(), []string{"GOWORK=off"}, nil)
+	return ensureTools(ctx, o, lockDir, runtimeBinaryNames(), []string{"GOWORK=off"}, nil)
 }
 
 // runtimeModule is the module path of the container runtime's tool module.
@@ -170,14 +171,24 @@ func runtimeModuleDir(ctx context.Context, kubeDir string) (string, error) {
 // ensureTools builds the tool block of o.ModuleDir into
 // <o.CacheDir>/<hash>, unless names are all there already; env is added to
 // the go command's environment; include, when set, picks the tool packages
-// built.
-func ensureTools(ctx context.Context, o BuildOptions, names []string, env []string, include func(pkg string) bool) (string, error) {
+// built. A build holds the build lock of lockDir (lockBuilds): a process
+// that finds the binaries missing while another builds them waits for that
+// build rather than compiling the same packages beside it.
+func ensureTools(ctx context.Context, o BuildOptions, lockDir string, names []string, env []string, include func(pkg string) bool) (string, error) {
 	dir, err := toolsDir(o)
 	if err != nil {
 		return "", err
 	}
 	if missing := missingIn(dir, names); len(missing) == 0 {
 		return dir, nil
+	}
+	unlock, err := lockBuilds(ctx, lockDir, o.Log)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if missing := missingIn(dir, names); len(missing) == 0 {
+		return dir, nil // built by the process we waited for
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", fmt.Errorf("kube: %w", err)

@@ -78,6 +78,7 @@ func EnsureE2EBinaries(ctx context.Context, o BuildOptions) (string, error) {
 		return "", err
 	}
 	stamp := filepath.Join(dir, BinE2ETest+".src")
+	locked := false
 	for _, b := range []struct {
 		name string
 		args []string
@@ -87,11 +88,27 @@ func EnsureE2EBinaries(ctx context.Context, o BuildOptions) (string, error) {
 		{BinKubectl, []string{"build", "-o", filepath.Join(dir, BinKubectl) + ".tmp", "k8s.io/kubernetes/cmd/kubectl"}},
 		{BinGinkgo, []string{"build", "-o", filepath.Join(dir, BinGinkgo) + ".tmp", "github.com/onsi/ginkgo/v2/ginkgo"}},
 	} {
-		if len(missingIn(dir, []string{b.name})) == 0 {
-			if b.name != BinE2ETest {
-				continue
+		built := func() bool {
+			if len(missingIn(dir, []string{b.name})) > 0 {
+				return false
 			}
-			if have, err := os.ReadFile(stamp); err == nil && string(have) == suiteHash {
+			have, err := os.ReadFile(stamp)
+			return b.name != BinE2ETest || err == nil && string(have) == suiteHash
+		}
+		if built() {
+			continue
+		}
+		if !locked {
+			// The same build lock as EnsureBinaries: a process that
+			// started building these first finishes, and its binaries
+			// are used (built() again).
+			unlock, err := lockBuilds(ctx, o.CacheDir, o.Log)
+			if err != nil {
+				return "", err
+			}
+			defer unlock()
+			locked = true
+			if built() {
 				continue
 			}
 		}

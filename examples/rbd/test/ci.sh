@@ -27,11 +27,6 @@ else
 	done
 fi
 
-# Before the cluster starts: a cold build takes minutes (outside any go
-# test timeout); sanity/kube/ci.sh, later in .ci/run, then finds them cached.
-step "Kubernetes binaries for test/kube (sanity/kube's tool block)"
-(cd ../../sanity/kube && go run ./internal/buildtools)
-
 step "vet, staticcheck (-tags pacific)"
 go vet -tags pacific ./...
 go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 -tags pacific ./...
@@ -83,6 +78,14 @@ fi
 
 step "benchmarks, once each (-benchtime 1x)"
 go test -tags pacific -run '^$' -bench . -benchtime 1x -count=1 -timeout 5m ./...
+
+# Just before the step that needs them, outside any go test timeout: in
+# .ci/run they have been building in the background since its start (at
+# the lowest priority, beside the steps above; a cold build is tens of
+# CPU-minutes), and this waits for that build (sanity/kube's build lock)
+# or, alone, builds them. sanity/kube/ci.sh, later, finds them cached.
+step "Kubernetes binaries for test/kube (sanity/kube's tool block)"
+(cd ../../sanity/kube && go run ./internal/buildtools)
 
 # Without -race: the driver under test is a separate process (the race
 # detector would only watch the test's client-go calls), and a race build

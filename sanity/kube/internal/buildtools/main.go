@@ -20,8 +20,11 @@ func main() {
 	rt := flag.Bool("runtime", false, "also build containerd, its runc shim and ctr (the kubelet mode)")
 	e2e := flag.Bool("e2e", false, "also build e2e.test, agnhost, kubectl and ginkgo (the e2e runner)")
 	flag.Parse()
+	// The go command's output, and a wait for another process's build of
+	// the same binaries (the build lock).
+	o := kube.BuildOptions{Log: func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }}
 	start := time.Now()
-	dir, err := kube.EnsureBinaries(context.Background(), kube.BuildOptions{})
+	dir, err := kube.EnsureBinaries(context.Background(), o)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -29,7 +32,7 @@ func main() {
 	fmt.Printf("%s (%s)\n", dir, time.Since(start).Round(time.Second))
 	if *rt {
 		start = time.Now()
-		dir, err := kube.EnsureRuntimeBinaries(context.Background(), kube.BuildOptions{})
+		dir, err := kube.EnsureRuntimeBinaries(context.Background(), o)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -38,7 +41,7 @@ func main() {
 	}
 	if *e2e {
 		start = time.Now()
-		dir, err := kube.EnsureE2EBinaries(context.Background(), kube.BuildOptions{})
+		dir, err := kube.EnsureE2EBinaries(context.Background(), o)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
