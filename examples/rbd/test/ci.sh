@@ -3,8 +3,9 @@
 # builds (or finds cached) sanity/kube's Kubernetes binaries, starts a
 # throwaway cluster in a fresh directory, runs the module's vet, staticcheck
 # and tests (with -race), its benchmarks once each, the sanity/kube
-# scenarios against the rbd binary and upstream csi-sanity against it (per
-# volume kind: ext4, xfs, block), and
+# scenarios against the rbd binary, upstream csi-sanity against it (per
+# volume kind: ext4, xfs, block) and Kubernetes' storage e2e subset against
+# deploy/ in the kubelet mode, and
 # stops the cluster on every exit path. Each step prints the time since the start.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +14,10 @@ t0=$(date +%s)
 step() { echo; echo "=== rbd: $* ($(( $(date +%s) - t0 ))s)"; }
 
 step "install Ceph packages"
-pkgs=(ceph-mon ceph-osd ceph-mgr ceph-common rbd-fuse rbd-nbd librbd-dev librados-dev xfsprogs)
+# The kubelet mode's (runc, CNI plugins, busybox-static, iptables): the e2e
+# step runs before sanity/kube/ci.sh, which installs them too.
+pkgs=(ceph-mon ceph-osd ceph-mgr ceph-common rbd-fuse rbd-nbd librbd-dev librados-dev xfsprogs
+	runc containernetworking-plugins busybox-static iptables)
 installed=$(dpkg-query -W -f='${db:Status-Status}\n' "${pkgs[@]}" 2>/dev/null | grep -cx installed || true)
 if [ "$installed" -eq "${#pkgs[@]}" ]; then
 	echo "already installed"
@@ -96,5 +100,19 @@ go test -tags pacific -count=1 -timeout 10m -v ./test/kube
 
 step "upstream csi-sanity v5.6.0 (ext4, xfs, block) and csikit sanity (mount, block) against the rbd binary"
 test/csi-sanity.sh "$env"
+
+# Kubernetes' own storage e2e suite against deploy/ as shipped (node plugin
+# with rbd-fuse and a loop device, the Deployment's sidecars) in
+# sanity/kube's kubelet mode: the focused subset, ext4 and block volumes in
+# one run. run.sh starts a throwaway cluster of its own on the host's
+# address (the Deployment's pods cannot reach this one's loopback) and
+# builds e2e.test from sanity/kube's tool block (cached for the hostpath
+# run later in .ci/run). The full non-serial suite runs on demand:
+# sanity/kube/e2e/run.sh rbd.
+step "Kubernetes' storage e2e suite against deploy/: provisioning, snapshots, expansion, volumeMode, volumes, subPath, fsGroup"
+t=$(date +%s)
+env -u CSIKIT_CEPH_MON FOCUS='\] (provisioning|snapshottable|volume-expand|volumeMode|volumes|subPath|fsgroupchangepolicy) ' PROCS=3 \
+	../../sanity/kube/e2e/run.sh rbd
+echo "rbd: e2e focused subset in $(( $(date +%s) - t ))s"
 
 step "done"

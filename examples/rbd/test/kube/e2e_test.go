@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -101,6 +102,11 @@ func TestE2E(t *testing.T) {
 	}
 	t.Logf("binaries and images ready in %s", time.Since(start).Round(time.Second))
 
+	// The node plugin's state directory, where its rbd-fuse mounts live:
+	// node.yaml mounts it with Bidirectional propagation, which needs a
+	// shared mount on the host (as kubelet makes its root directory).
+	state := sharedDir(t, filepath.Join(dir, "state"))
+
 	var env *kube.Env
 	t.Cleanup(func() {
 		if env != nil {
@@ -113,7 +119,9 @@ func TestE2E(t *testing.T) {
 		DriverName: driverName, NodeName: "node-1", BinDir: binDir,
 		Sidecars: []string{}, // the Deployment's sidecars only
 		// The suite runs kubectl exec: the API server must reach kubelet.
-		Kubelet: &kube.KubeletOptions{Images: images, NodeIP: hostIP(t)},
+		// Other kubelet-mode runs (e2e suites among them) can hold the
+		// host for long.
+		Kubelet: &kube.KubeletOptions{Images: images, NodeIP: hostIP(t), HostLockWait: time.Hour},
 		// The suite deletes a namespace per spec and uses generic
 		// ephemeral volumes (owned by their pods).
 		ExtraArgs: map[string][]string{"kube-controller-manager": {
@@ -127,7 +135,7 @@ func TestE2E(t *testing.T) {
 		{monitors, c.Monitors},
 		{"--mapper=krbd", "--mapper=rbd-fuse"}, // no rbd module in this kernel
 		{"/var/lib/kubelet", root},
-		{"{path: /var/lib/csikit-rbd, type: DirectoryOrCreate}", "{path: " + filepath.Join(env.Dir, "rbd-state") + ", type: DirectoryOrCreate}"},
+		{"{path: /var/lib/csikit-rbd, type: DirectoryOrCreate}", "{path: " + state + ", type: DirectoryOrCreate}"},
 	})
 	applyE2EManifest(t, env, "controller.yaml", [][2]string{
 		{"csikit/rbd:latest", rbdImage},
@@ -237,6 +245,35 @@ func TestE2E(t *testing.T) {
 	t.Logf("rbd: %s in %s (suite %s; JUnit %s)", res.Summary(), time.Since(start).Round(time.Second),
 		res.Duration.Round(time.Second), res.JUnit)
 	fmt.Printf("e2e rbd: %s\n", res.Summary())
+}
+
+// sharedDir makes dir a shared bind mount of itself (mounts made below it
+// in a pod's Bidirectional volume reach the host), unmounted on t's
+// Cleanup, after checking that nothing is left mounted below it.
+func sharedDir(t *testing.T, dir string) string {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(dir, dir, "", unix.MS_BIND, ""); err != nil {
+		t.Fatalf("bind-mount %s: %v", dir, err)
+	}
+	t.Cleanup(func() {
+		if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
+			for _, l := range strings.Split(string(b), "\n") {
+				if f := strings.Fields(l); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+					t.Errorf("left mounted below the node plugin's state directory: %s", f[4])
+				}
+			}
+		}
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	if err := unix.Mount("", dir, "", unix.MS_SHARED, ""); err != nil {
+		t.Fatalf("make %s a shared mount: %v", dir, err)
+	}
+	return dir
 }
 
 // hostIP is the address of the host's default route (a UDP "connect"
