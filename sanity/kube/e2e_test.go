@@ -38,9 +38,6 @@ var e2eEnvSkips = []struct{ kind, spec, reason string }{
 	{"ext4", "volume-expand should resize volume when PVC is edited while pod is using it",
 		"growing a mounted ext4 (resize2fs, EXT4_IOC_RESIZE_FS) needs CAP_SYS_RESOURCE, which this sandbox denies even to " +
 			"privileged containers (\"Permission denied to resize filesystem\"); examples/hostpath's TestOnlineGrow covers it in the VM lane"},
-	{"ext4", "volume-expand should resize volume when PVC is edited and the pod is re-created on the same node after controller resize is finished",
-		"the controller resize happens while the volume is staged, so the node step grows the mounted ext4 at the next stage: " +
-			"CAP_SYS_RESOURCE again (the driver could grow it before mounting; not done yet)"},
 }
 
 // hostIP is the address of the host's default route (a UDP "connect"

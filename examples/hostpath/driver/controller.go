@@ -370,6 +370,7 @@ func (d *Driver) ControllerExpandVolume(ctx context.Context, r *csi.ControllerEx
 		}
 		if _, err := os.Stat(d.stagedMarker(v.ID)); v.Kind == kindFS && errNotExist(err) {
 			if err := d.growExt4Offline(ctx, d.volumeImage(v.ID)); err != nil {
+				d.shrinkBackAfterFailedGrow(&v)
 				d.ledger.cancel(v.ID)
 				return nil, err
 			}

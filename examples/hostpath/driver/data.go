@@ -4,7 +4,6 @@ package driver
 
 import (
 	"context"
-	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -16,7 +15,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/block"
-	"github.com/csikit/csikit/command"
 	"github.com/csikit/csikit/fstree"
 )
 
@@ -80,33 +78,6 @@ func (d *Driver) createData(ctx context.Context, v *volume, src *csi.VolumeConte
 		}
 		return nil
 	}
-}
-
-// growExt4Offline grows the ext4 filesystem in a backing file that no
-// loop device or mount uses (a restored or cloned volume, an expansion
-// while unstaged) to the file's size. Kubelet asks for no
-// NodeExpandVolume on a new volume, so a copy made larger than its source
-// would otherwise keep the source's filesystem size; and growing offline
-// needs no CAP_SYS_RESOURCE, which growing a mounted ext4 does (the
-// NodeExpandVolume after the next stage then has nothing to do). A full
-// check comes first (e2fsck -f -p; exit status 1 means it fixed
-// something, which a snapshot of a mounted filesystem may need). A file
-// holding anything but ext4 (blank: formatted at its full size on the
-// first stage; xfs, which grows only mounted; LUKS) is left alone.
-func (d *Driver) growExt4Offline(ctx context.Context, img string) error {
-	if format, err := d.mounter.DiskFormat(ctx, img); err != nil || format != "ext4" {
-		return err
-	}
-	if _, err := command.Run(ctx, "e2fsck", []string{"-f", "-p", img}, command.Options{}); err != nil {
-		var ce *command.Error
-		if !errors.As(err, &ce) || ce.ExitCode != 1 {
-			return status.Errorf(status.Code(err), "check the copied filesystem before growing it: %v", err)
-		}
-	}
-	if _, err := command.Run(ctx, "resize2fs", []string{img}, command.Options{}); err != nil {
-		return status.Errorf(status.Code(err), "grow the copied filesystem to the volume's size: %v", err)
-	}
-	return nil
 }
 
 // source resolves a content source to the path holding its data.

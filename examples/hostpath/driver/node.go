@@ -79,8 +79,16 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 			_, err = d.mounter.OpenEncrypted(ctx, dev, *encryption(&v, r.GetSecrets()), false)
 		}
 	case kindFS:
+		// A filesystem smaller than its file (expanded while staged)
+		// grows before the mount, where ext4 needs no CAP_SYS_RESOURCE.
+		if !wasStaged {
+			err = d.growBeforeStage(ctx, &v)
+		}
 		var dev string
-		if dev, err = d.attach(ctx, &v); err == nil {
+		if err == nil {
+			dev, err = d.attach(ctx, &v)
+		}
+		if err == nil {
 			err = d.mounter.Stage(ctx, mount.StageOptions{
 				Device: dev, Target: staging, FSType: v.FSType,
 				MountFlags: stageFlags(v.FSType, flags), Encryption: encryption(&v, r.GetSecrets()),
