@@ -135,6 +135,7 @@ func stagePublishOnce(t *testing.T, ctx context.Context, c cephtest.Cluster, s *
 // unpublish, online expansion (image grown by the controller, the file
 // system grown while mounted), a driver restart that finds the mapping,
 // unstage (unmount, unmap); a failed stage that leaves nothing mapped;
+// sanity's split-brain trials with two node plugins in the guest;
 // with krbd, the same for encrypted volumes (encryptedLifecycle); and
 // csikit's sanity harness per kind with no case skipped for online growth.
 // rbd-fuse runs the lifecycle beside them, for the latency comparison
@@ -159,6 +160,9 @@ func TestKernelMappers(t *testing.T) {
 				return // its sanity runs on the host (TestSanity)
 			}
 			t.Run("failed_stage", func(t *testing.T) { failedStage(t, c, mapper) })
+			// Two node plugins in the guest, A fenced while frozen
+			// (splitBrain); RBD_SPLITBRAIN_TRIALS trials, default 2.
+			t.Run("splitbrain", func(t *testing.T) { splitBrain(t, c, mapper, splitBrainTrials(t, 2), tcgOpTimeout) })
 			if mapper == driver.MapperKRBD { // the dm-crypt layer is the same on any mapper
 				for _, kind := range sanityKinds {
 					t.Run("encrypted/"+kind.name, func(t *testing.T) { encryptedLifecycle(t, c, kind) })

@@ -45,6 +45,23 @@ type Image struct {
 	Creds Credentials
 	// ReadOnly maps the image read-only.
 	ReadOnly bool
+	// Device is the device this node's stage recorded for the mapping
+	// (krbd, rbd-nbd): Find, Map and Unmap take that device only, if it
+	// still maps the image, never another mapping of the image on the
+	// host. krbd and rbd-nbd mappings are host-wide, and two node plugins
+	// on one host (a test's two nodes) each map the image with a Ceph
+	// client of their own; the one fenced must never serve the other.
+	// Empty (a record from before devices were recorded): any mapping of
+	// the image on the host.
+	Device string
+}
+
+// hostMapper is a mapper whose mappings every node plugin on the host
+// sees (krbd's sysfs, rbd-nbd's list): mapNew maps img without looking
+// for a mapping first, for a stage on a node that has none (no stage
+// record) while another node plugin on the host may have one.
+type hostMapper interface {
+	mapNew(ctx context.Context, img Image) (string, error)
 }
 
 // Mapper makes an RBD image a local block device. Map is idempotent and
@@ -118,6 +135,10 @@ func (m *krbdMapper) Map(ctx context.Context, img Image) (string, error) {
 	if dev, ok, err := m.Find(ctx, img); err != nil || ok {
 		return dev, err
 	}
+	return m.mapNew(ctx, img)
+}
+
+func (m *krbdMapper) mapNew(ctx context.Context, img Image) (string, error) {
 	kf, rm, err := keyFile(m.keys, img.Creds.Key)
 	if err != nil {
 		return "", err
@@ -137,16 +158,28 @@ func (m *krbdMapper) Map(ctx context.Context, img Image) (string, error) {
 	}
 	dev := strings.TrimSpace(string(out))
 	if !strings.HasPrefix(dev, "/dev/rbd") {
-		if d, ok, ferr := m.Find(ctx, img); ferr == nil && ok {
-			return d, nil
-		}
 		return "", status.Errorf(codes.Internal, "rbd device map printed %q, not a device", dev)
 	}
 	return dev, nil
 }
 
-// Find reads /sys/bus/rbd/devices/N/{pool,name} (no tool, no keys).
+// Find reads /sys/bus/rbd/devices/N/{pool,name} (no tool, no keys): of
+// img.Device's N alone, when it is set.
 func (m *krbdMapper) Find(_ context.Context, img Image) (string, bool, error) {
+	maps := func(n string) bool {
+		read := func(f string) string {
+			b, _ := os.ReadFile(filepath.Join(m.sysfs, n, f))
+			return strings.TrimSpace(string(b))
+		}
+		return read("pool") == img.Pool && read("name") == img.Name && (read("current_snap") == "-" || read("current_snap") == "")
+	}
+	if img.Device != "" {
+		n := strings.TrimPrefix(img.Device, "/dev/rbd")
+		if n == img.Device || n == "" || strings.ContainsRune(n, '/') || !maps(n) {
+			return "", false, nil
+		}
+		return img.Device, true, nil
+	}
 	ents, err := os.ReadDir(m.sysfs)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "", false, nil
@@ -155,11 +188,7 @@ func (m *krbdMapper) Find(_ context.Context, img Image) (string, bool, error) {
 		return "", false, status.Errorf(codes.Internal, "read %s: %v", m.sysfs, err)
 	}
 	for _, e := range ents {
-		read := func(f string) string {
-			b, _ := os.ReadFile(filepath.Join(m.sysfs, e.Name(), f))
-			return strings.TrimSpace(string(b))
-		}
-		if read("pool") == img.Pool && read("name") == img.Name && (read("current_snap") == "-" || read("current_snap") == "") {
+		if maps(e.Name()) {
 			return "/dev/rbd" + e.Name(), true, nil
 		}
 	}
@@ -185,6 +214,10 @@ func (m *nbdMapper) Map(ctx context.Context, img Image) (string, error) {
 	if dev, ok, err := m.Find(ctx, img); err != nil || ok {
 		return dev, err
 	}
+	return m.mapNew(ctx, img)
+}
+
+func (m *nbdMapper) mapNew(ctx context.Context, img Image) (string, error) {
 	kf, rm, err := keyFile(m.keys, img.Creds.Key)
 	if err != nil {
 		return "", err
@@ -202,6 +235,8 @@ func (m *nbdMapper) Map(ctx context.Context, img Image) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
+// Find looks the image up in `rbd-nbd list-mapped`: at img.Device alone,
+// when it is set.
 func (m *nbdMapper) Find(ctx context.Context, img Image) (string, bool, error) {
 	out, err := m.run(ctx, "rbd-nbd", "list-mapped", "--format", "json")
 	if err != nil {
@@ -212,7 +247,7 @@ func (m *nbdMapper) Find(ctx context.Context, img Image) (string, bool, error) {
 		return "", false, status.Errorf(codes.Internal, "rbd-nbd list-mapped: %v", err)
 	}
 	for _, e := range list {
-		if e.Pool == img.Pool && e.Image == img.Name && (e.Snap == "" || e.Snap == "-") {
+		if e.Pool == img.Pool && e.Image == img.Name && (e.Snap == "" || e.Snap == "-") && (img.Device == "" || e.Device == img.Device) {
 			return e.Device, true, nil
 		}
 	}

@@ -32,6 +32,9 @@ type stageRecord struct {
 	// (ParamEncrypted), which unstage closes before it unmaps, also
 	// after a restart.
 	Encrypted bool `json:"encrypted,omitempty"`
+	// Device is the device of this node's krbd or rbd-nbd mapping
+	// (Image.Device), recorded once the map returned it.
+	Device string `json:"device,omitempty"`
 }
 
 func (d *Driver) recordPath(id volumeID) string {
@@ -116,7 +119,7 @@ func syncDir(dir string) error {
 }
 
 func (d *Driver) image(id volumeID, r stageRecord, creds Credentials, ro bool) Image {
-	return Image{Key: id.String(), Monitors: d.opts.Monitors, Pool: r.Pool, Name: r.Image, Creds: creds, ReadOnly: ro}
+	return Image{Key: id.String(), Monitors: d.opts.Monitors, Pool: r.Pool, Name: r.Image, Creds: creds, ReadOnly: ro, Device: r.Device}
 }
 
 func (d *Driver) mapper(name string) (Mapper, error) {
@@ -163,10 +166,15 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 	if err := checkKey(ctx, enc); err != nil {
 		return nil, err
 	}
-	if old, ok, err := d.readRecord(id); err != nil {
+	old, restage, err := d.readRecord(id)
+	if err != nil {
 		return nil, err
-	} else if ok && old != rec {
-		return nil, status.Errorf(codes.AlreadyExists, "volume %s is staged on this node with another capability or mapper", id)
+	}
+	if restage {
+		rec.Device = old.Device
+		if old != rec {
+			return nil, status.Errorf(codes.AlreadyExists, "volume %s is staged on this node with another capability or mapper", id)
+		}
 	}
 	if mnt := r.GetVolumeCapability().GetMount(); mnt != nil {
 		if t, _ := stageFS(mnt, r.GetVolumeContext()); !supportedFS(t) {
@@ -175,9 +183,15 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 	}
 	ro := r.GetVolumeCapability().GetAccessMode().GetMode() == csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY
 	img := d.image(id, rec, creds, ro)
-	_, wasMapped, err := m.Find(ctx, img)
-	if err != nil {
-		return nil, err
+	// Without a stage record this node has no mapping: one of the image
+	// that krbd or rbd-nbd lists is another node plugin's on this host.
+	hm, hostWide := m.(hostMapper)
+	var found string
+	wasMapped := false
+	if restage || !hostWide {
+		if found, wasMapped, err = m.Find(ctx, img); err != nil {
+			return nil, err
+		}
 	}
 	// Single-node: refused while another node holds the volume unfenced;
 	// else this node's stage recorded in the volume's access object
@@ -207,9 +221,22 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 		}
 		return nil, err
 	}
-	dev, err := m.Map(ctx, img)
+	dev := found
+	switch {
+	case !hostWide:
+		dev, err = m.Map(ctx, img)
+	case !wasMapped:
+		dev, err = hm.mapNew(ctx, img)
+	}
 	if err != nil {
 		return fail(err)
+	}
+	if hostWide && rec.Device != dev {
+		rec.Device = dev
+		img.Device = dev
+		if err := d.writeRecord(id, rec); err != nil {
+			return fail(err)
+		}
 	}
 	if !wasMapped {
 		if err := d.recordStageClients(ctx, creds, id, before); err != nil {
