@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,10 +30,8 @@ func (e *Env) startExtraNode(t testing.TB, ctx context.Context, o NodeOptions, s
 	if err != nil {
 		return err
 	}
-	n := &node{opts: first.opts, dir: filepath.Join(e.Dir, "node-"+o.Name), id: id, bridge: "csikit" + id,
-		name: o.Name, rtBin: first.rtBin, images: first.images}
-	n.root = filepath.Join(n.dir, "kubelet")
-	n.sock = filepath.Join(n.dir, "containerd.sock")
+	n := newNode(first.opts, filepath.Join(e.Dir, "node-"+o.Name), o.Name, id)
+	n.rtBin, n.images = first.rtBin, first.images
 	n.opts.ExtraNodes = nil
 	if o.NodeIP != "" {
 		n.opts.NodeIP = o.NodeIP
@@ -46,73 +43,16 @@ func (e *Env) startExtraNode(t testing.TB, ctx context.Context, o NodeOptions, s
 			return fmt.Errorf("kube: %w", err)
 		}
 	}
-	subnet, err := freeSubnet()
-	if err != nil {
-		return err
-	}
-	if err := n.writeRuntimeConfig(subnet, svc.Spec.ClusterIP); err != nil {
-		return err
-	}
-	if n.containerd, err = e.runPath(BinContainerd+"-"+o.Name, filepath.Join(n.rtBin, BinContainerd),
-		[]string{"--config=" + filepath.Join(n.dir, "containerd.toml")}, true,
-		[]string{"PATH=" + n.rtBin + ":/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + n.dir}); err != nil {
-		return err
-	}
 	rctx, cancel := context.WithTimeout(ctx, n.opts.ReadyTimeout)
 	defer cancel()
-	if err := Poll(rctx, n.opts.ReadyTimeout, func(ctx context.Context) (bool, string, error) {
-		if !n.containerd.Running() {
-			return false, "containerd exited (log: " + n.containerd.LogPath + ")", nil
-		}
-		out, err := n.ctr(ctx, "version")
-		return err == nil, out, nil
-	}); err != nil {
-		return fmt.Errorf("kube: node %s: containerd not ready: %w", o.Name, err)
-	}
-	for _, img := range n.images {
-		if out, err := n.ctr(rctx, "--namespace=k8s.io", "images", "import", "--local", "--snapshotter=native", img); err != nil {
-			return fmt.Errorf("kube: node %s: import %s into containerd: %v: %s", o.Name, img, err, out)
-		}
-	}
-	if err := e.routeAPIService(n, svc); err != nil {
-		return err
-	}
-	if err := n.makeCgroups(); err != nil {
-		return err
-	}
-	kport, err := freePort()
-	if err != nil {
-		return err
-	}
-	addr := "127.0.0.1"
-	if n.opts.NodeIP != "" {
-		addr = n.opts.NodeIP
-	}
-	if err := n.writeKubeletConfig(addr, kport); err != nil {
+	if err := e.startRuntime(rctx, n, BinContainerd+"-"+o.Name, "node "+o.Name+": ", svc); err != nil {
 		return err
 	}
 	labels := o.Labels
 	if len(labels) == 0 {
 		labels = e.Opts.NodeTopology
 	}
-	var ls []string
-	for _, key := range slices.Sorted(maps.Keys(labels)) {
-		ls = append(ls, key+"="+labels[key])
-	}
-	kargs := []string{
-		"--config=" + filepath.Join(n.dir, "kubelet.yaml"),
-		"--kubeconfig=" + e.Kubeconfig,
-		"--root-dir=" + n.root,
-		"--hostname-override=" + o.Name,
-		"--v=2",
-	}
-	if len(ls) > 0 {
-		kargs = append(kargs, "--node-labels="+strings.Join(ls, ","))
-	}
-	if n.opts.NodeIP != "" {
-		kargs = append(kargs, "--node-ip="+n.opts.NodeIP)
-	}
-	if n.kubelet, err = e.runPath(BinKubelet+"-"+o.Name, filepath.Join(e.Opts.BinDir, BinKubelet), kargs, true, nil); err != nil {
+	if err := e.startKubelet(n, BinKubelet+"-"+o.Name, labels); err != nil {
 		return err
 	}
 	if err := e.waitNodeReady(rctx, o.Name, n.opts.ReadyTimeout); err != nil {

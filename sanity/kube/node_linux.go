@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -126,6 +127,13 @@ func randomID() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
+// newNode returns the node named name whose state is below dir: its
+// kubelet root, containerd socket, and the bridge named after id.
+func newNode(k KubeletOptions, dir, name, id string) *node {
+	return &node{opts: k, dir: dir, id: id, bridge: "csikit" + id, name: name,
+		root: filepath.Join(dir, "kubelet"), sock: filepath.Join(dir, "containerd.sock")}
+}
+
 // startNode brings up containerd, kubelet and kube-scheduler and waits
 // for the Node to be Ready. e.node is set first, so that e.stop cleans up
 // whatever part was started.
@@ -142,9 +150,7 @@ func (e *Env) startNode(t testing.TB, ctx context.Context) error {
 	if err := checkExtraNodes(e.Opts.NodeName, k.ExtraNodes); err != nil {
 		return err
 	}
-	n := &node{opts: k, dir: filepath.Join(e.Dir, "node"), id: id, bridge: "csikit" + id, name: e.Opts.NodeName}
-	n.root = filepath.Join(n.dir, "kubelet")
-	n.sock = filepath.Join(n.dir, "containerd.sock")
+	n := newNode(k, filepath.Join(e.Dir, "node"), e.Opts.NodeName, id)
 	e.node = n
 	// Before looking at the host's state: another environment's would be
 	// taken for what existed before this one.
@@ -188,76 +194,18 @@ func (e *Env) startNode(t testing.TB, ctx context.Context) error {
 		return err
 	}
 	t1 := time.Now()
-	subnet, err := freeSubnet()
-	if err != nil {
-		return err
-	}
 	svc, err := e.apiService(ctx)
 	if err != nil {
 		return err
 	}
-	if err := n.writeRuntimeConfig(subnet, svc.Spec.ClusterIP); err != nil {
-		return err
-	}
-	if n.containerd, err = e.runPath(BinContainerd, filepath.Join(n.rtBin, BinContainerd),
-		[]string{"--config=" + filepath.Join(n.dir, "containerd.toml")}, true,
-		[]string{"PATH=" + n.rtBin + ":/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + n.dir}); err != nil {
-		return err
-	}
+	n.images = append(images, k.Images...)
 	rctx, cancel := context.WithTimeout(ctx, k.ReadyTimeout)
 	defer cancel()
-	if err := Poll(rctx, k.ReadyTimeout, func(ctx context.Context) (bool, string, error) {
-		if !n.containerd.Running() {
-			return false, "containerd exited (log: " + n.containerd.LogPath + ")", nil
-		}
-		out, err := n.ctr(ctx, "version")
-		return err == nil, out, nil
-	}); err != nil {
-		return fmt.Errorf("kube: containerd not ready: %w", err)
-	}
-	n.images = append(images, k.Images...)
-	for _, img := range n.images {
-		if out, err := n.ctr(rctx, "--namespace=k8s.io", "images", "import", "--local", "--snapshotter=native", img); err != nil {
-			return fmt.Errorf("kube: import %s into containerd: %v: %s", img, err, out)
-		}
-	}
-	if err := e.routeAPIService(n, svc); err != nil {
+	if err := e.startRuntime(rctx, n, BinContainerd, "", svc); err != nil {
 		return err
 	}
 	t2 := time.Now()
-	if err := n.makeCgroups(); err != nil {
-		return err
-	}
-	kport, err := freePort()
-	if err != nil {
-		return err
-	}
-	addr := "127.0.0.1"
-	if k.NodeIP != "" {
-		addr = k.NodeIP
-	}
-	if err := n.writeKubeletConfig(addr, kport); err != nil {
-		return err
-	}
-	labels := []string{}
-	for key, v := range e.Opts.NodeTopology {
-		labels = append(labels, key+"="+v)
-	}
-	slices.Sort(labels)
-	kargs := []string{
-		"--config=" + filepath.Join(n.dir, "kubelet.yaml"),
-		"--kubeconfig=" + e.Kubeconfig,
-		"--root-dir=" + n.root,
-		"--hostname-override=" + e.Opts.NodeName,
-		"--v=2",
-	}
-	if len(labels) > 0 {
-		kargs = append(kargs, "--node-labels="+strings.Join(labels, ","))
-	}
-	if k.NodeIP != "" {
-		kargs = append(kargs, "--node-ip="+k.NodeIP)
-	}
-	if n.kubelet, err = e.runPath(BinKubelet, filepath.Join(e.Opts.BinDir, BinKubelet), kargs, true, nil); err != nil {
+	if err := e.startKubelet(n, BinKubelet, e.Opts.NodeTopology); err != nil {
 		return err
 	}
 	sport, err := freePort()
@@ -273,25 +221,8 @@ func (e *Env) startNode(t testing.TB, ctx context.Context) error {
 	}, true); err != nil {
 		return err
 	}
-	if err := Poll(rctx, k.ReadyTimeout, func(ctx context.Context) (bool, string, error) {
-		nd, err := e.Client.CoreV1().Nodes().Get(ctx, e.Opts.NodeName, metav1.GetOptions{})
-		if err != nil {
-			return false, "no Node yet", err
-		}
-		for _, c := range nd.Status.Conditions {
-			if c.Type == corev1.NodeReady {
-				ready := c.Status == corev1.ConditionTrue
-				for _, taint := range nd.Spec.Taints {
-					if taint.Effect == corev1.TaintEffectNoSchedule {
-						ready = false
-					}
-				}
-				return ready, fmt.Sprintf("Ready=%s (%s), taints %v", c.Status, c.Message, nd.Spec.Taints), nil
-			}
-		}
-		return false, "no Ready condition", nil
-	}); err != nil {
-		return fmt.Errorf("kube: Node %s not ready: %w", e.Opts.NodeName, err)
+	if err := e.waitNodeReady(rctx, n.name, k.ReadyTimeout); err != nil {
+		return err
 	}
 	t.Logf("kube: kubelet mode: images built in %s, containerd ready and images imported in %s, Node ready in %s",
 		t1.Sub(t0).Round(time.Millisecond), t2.Sub(t1).Round(time.Millisecond), time.Since(t2).Round(time.Millisecond))
@@ -318,6 +249,83 @@ func (e *Env) apiService(ctx context.Context) (*corev1.Service, error) {
 		return nil, fmt.Errorf("kube: the kubernetes Service: %w", err)
 	}
 	return svc, nil
+}
+
+// startRuntime brings up node n's container runtime, the part of a
+// node's start that every node repeats (the first one and each of
+// ExtraNodes): a free pod subnet, containerd's and the CNI config, its
+// containerd (process name procName) until it answers, n.images imported
+// into it, and the route from its bridge to the API server (svc). ctx
+// bounds the waits (the node's ReadyTimeout); what names the node in
+// errors ("" for the first node, "node <name>: " for an extra one).
+func (e *Env) startRuntime(ctx context.Context, n *node, procName, what string, svc *corev1.Service) error {
+	subnet, err := freeSubnet()
+	if err != nil {
+		return err
+	}
+	if err := n.writeRuntimeConfig(subnet, svc.Spec.ClusterIP); err != nil {
+		return err
+	}
+	if n.containerd, err = e.runPath(procName, filepath.Join(n.rtBin, BinContainerd),
+		[]string{"--config=" + filepath.Join(n.dir, "containerd.toml")}, true,
+		[]string{"PATH=" + n.rtBin + ":/usr/sbin:/usr/bin:/sbin:/bin", "HOME=" + n.dir}); err != nil {
+		return err
+	}
+	if err := Poll(ctx, n.opts.ReadyTimeout, func(ctx context.Context) (bool, string, error) {
+		if !n.containerd.Running() {
+			return false, "containerd exited (log: " + n.containerd.LogPath + ")", nil
+		}
+		out, err := n.ctr(ctx, "version")
+		return err == nil, out, nil
+	}); err != nil {
+		return fmt.Errorf("kube: %scontainerd not ready: %w", what, err)
+	}
+	for _, img := range n.images {
+		if out, err := n.ctr(ctx, "--namespace=k8s.io", "images", "import", "--local", "--snapshotter=native", img); err != nil {
+			return fmt.Errorf("kube: %simport %s into containerd: %v: %s", what, img, err, out)
+		}
+	}
+	return e.routeAPIService(n, svc)
+}
+
+// startKubelet starts node n's kubelet (process name procName) for the
+// Node n.name with labels: its cgroup root, a free port for its API on
+// n.opts.NodeIP (default loopback) and its config, all below n.dir. It
+// does not wait for the Node (waitNodeReady).
+func (e *Env) startKubelet(n *node, procName string, labels map[string]string) error {
+	if err := n.makeCgroups(); err != nil {
+		return err
+	}
+	kport, err := freePort()
+	if err != nil {
+		return err
+	}
+	addr := "127.0.0.1"
+	if n.opts.NodeIP != "" {
+		addr = n.opts.NodeIP
+	}
+	if err := n.writeKubeletConfig(addr, kport); err != nil {
+		return err
+	}
+	var ls []string
+	for _, key := range slices.Sorted(maps.Keys(labels)) {
+		ls = append(ls, key+"="+labels[key])
+	}
+	kargs := []string{
+		"--config=" + filepath.Join(n.dir, "kubelet.yaml"),
+		"--kubeconfig=" + e.Kubeconfig,
+		"--root-dir=" + n.root,
+		"--hostname-override=" + n.name,
+		"--v=2",
+	}
+	if len(ls) > 0 {
+		kargs = append(kargs, "--node-labels="+strings.Join(ls, ","))
+	}
+	if n.opts.NodeIP != "" {
+		kargs = append(kargs, "--node-ip="+n.opts.NodeIP)
+	}
+	n.kubelet, err = e.runPath(procName, filepath.Join(e.Opts.BinDir, BinKubelet), kargs, true, nil)
+	return err
 }
 
 // routeAPIService lets pods reach the API server the way in-cluster
