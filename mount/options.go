@@ -51,6 +51,13 @@ type StageOptions struct {
 	// one file system can appear under two devices (multipath without
 	// dm-multipath) and a second mount must be refused.
 	XFSUUIDCheck bool
+	// Grow grows an existing ext2/3/4 file system that is smaller than
+	// its device to the device's size before mounting it (e2fsck -f, then
+	// resize2fs): a volume expanded while it was not staged then needs no
+	// online resize, which the kernel allows only to a process holding
+	// CAP_SYS_RESOURCE (see CanResizeOnline). Not on a read-only stage,
+	// nor for xfs (which grows only mounted: Resize).
+	Grow bool
 	// Encryption, when set, encrypts the volume: Device is then the
 	// backing device, formatted with LUKS2 when blank (never when it holds
 	// anything else: codes.FailedPrecondition), opened as a dm-crypt

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -237,5 +238,81 @@ func TestStageFormatsWithoutDiscard(t *testing.T) {
 		if !strings.Contains(strings.Join(call, " "), tc.flag) {
 			t.Errorf("%q: want %s (no discard pass over a new, unallocated image)", call, tc.flag)
 		}
+	}
+}
+
+// TestStageGrowsExpandedExt4: an ext4 volume expanded while it was not
+// staged (ControllerExpandVolume between two pods, as Kubernetes' e2e
+// "volume-expand ... re-created on the same node after controller resize
+// is finished" does) is staged with a file system that fills the grown
+// image, its data kept, so kubelet's NodeExpandVolume after the stage has
+// nothing left to grow online (which needs CAP_SYS_RESOURCE).
+func TestStageGrowsExpandedExt4(t *testing.T) {
+	c := cephtest.Require(t)
+	cephtest.RequireRoot(t)
+	for _, tool := range []string{"rbd-fuse", "mkfs.ext4", "resize2fs", "e2fsck"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			cephtest.Skipf(t, "needs %s", tool)
+		}
+	}
+	d := newDriver(t, c, driver.Options{Mapper: driver.MapperFUSE})
+	ctx := context.Background()
+	capab := &csi.VolumeCapability{
+		AccessType: &csi.VolumeCapability_Mount{Mount: &csi.VolumeCapability_MountVolume{FsType: "ext4"}},
+		AccessMode: &csi.VolumeCapability_AccessMode{Mode: csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+	}
+	req := &csi.CreateVolumeRequest{
+		Name: "grow-" + journal.RandomID(""), VolumeCapabilities: []*csi.VolumeCapability{capab},
+		Secrets: c.Secrets(), CapacityRange: &csi.CapacityRange{RequiredBytes: 64 << 20},
+	}
+	rctx, _ := reservedVolumeID(t, d, c, req)
+	resp, err := d.CreateVolume(rctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vol := resp.GetVolume()
+	t.Cleanup(func() {
+		_, _ = d.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: vol.GetVolumeId(), Secrets: c.Secrets()})
+	})
+	staging := filepath.Join(t.TempDir(), "staging")
+	stage := func() int64 {
+		t.Helper()
+		if _, err := d.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{
+			VolumeId: vol.GetVolumeId(), StagingTargetPath: staging, VolumeCapability: capab,
+			VolumeContext: vol.GetVolumeContext(), Secrets: c.Secrets(),
+		}); err != nil {
+			t.Fatalf("stage: %v", err)
+		}
+		var sfs unix.Statfs_t
+		if err := unix.Statfs(staging, &sfs); err != nil {
+			t.Fatal(err)
+		}
+		return int64(sfs.Blocks) * sfs.Bsize
+	}
+	unstage := func() {
+		t.Helper()
+		if _, err := d.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: vol.GetVolumeId(), StagingTargetPath: staging}); err != nil {
+			t.Fatalf("unstage: %v", err)
+		}
+	}
+	before := stage()
+	if err := os.WriteFile(filepath.Join(staging, "data"), []byte("precious"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	unstage()
+	exp, err := d.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{
+		VolumeId: vol.GetVolumeId(), CapacityRange: &csi.CapacityRange{RequiredBytes: 128 << 20},
+		VolumeCapability: capab, Secrets: c.Secrets(),
+	})
+	if err != nil || !exp.GetNodeExpansionRequired() {
+		t.Fatalf("ControllerExpandVolume: %v, %v; want the node step asked for", exp, err)
+	}
+	after := stage()
+	defer unstage()
+	if after < before+(64<<20)*9/10 {
+		t.Errorf("file system staged after ControllerExpandVolume: %d bytes, %d before; want about 64 MiB more", after, before)
+	}
+	if b, err := os.ReadFile(filepath.Join(staging, "data")); err != nil || string(b) != "precious" {
+		t.Errorf("data after the grown stage: %q, %v", b, err)
 	}
 }

@@ -259,6 +259,9 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 		Device: dev, Target: r.GetStagingTargetPath(), FSType: fsType,
 		MountFlags: flags, ReadOnly: ro, FormatOptions: noDiscard(fsType),
 		Encryption: enc,
+		// An image grown while unstaged: its ext4 grows before the mount,
+		// so NodeExpandVolume finds nothing to grow online.
+		Grow: true,
 	})
 	if err != nil {
 		return fail(err)
