@@ -99,7 +99,11 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 		}
 		if err == nil && growMounted {
 			if _, err = d.mounter.Resize(ctx, mount.ResizeOptions{Device: dev, Path: staging}); err != nil {
-				err = status.Errorf(status.Code(err), "grow the filesystem of volume %s to its size after mounting it: %v", v.ID, err)
+				code := status.Code(err)
+				if strings.Contains(err.Error(), "No space left on device") { // the state filesystem is full
+					code = codes.ResourceExhausted
+				}
+				err = status.Errorf(code, "grow the filesystem of volume %s to its size after mounting it: %v", v.ID, err)
 			}
 		}
 	}

@@ -322,3 +322,74 @@ func TestXFSRestoreFillsTheLargerVolume(t *testing.T) {
 		})
 	}
 }
+
+// TestXFSGrowAtStageOnFullDisk: the xfs_growfs a stage runs after the
+// mount (an expansion made while staged) writes the new allocation
+// groups' headers into the backing file's holes; on a full state
+// filesystem it fails, and the stage fails with it (RESOURCE_EXHAUSTED,
+// not INTERNAL as at first) leaving nothing — no
+// mount, no loop device, no staged marker — and an intact filesystem.
+// Once space is freed, the stage grows it.
+func TestXFSGrowAtStageOnFullDisk(t *testing.T) {
+	needRoot(t)
+	csitest.RequireCommand(t, "mkfs.xfs", "xfsprogs")
+	csitest.RequireCommand(t, "xfs_growfs", "xfsprogs")
+	csitest.RequireCommand(t, "xfs_repair", "xfsprogs")
+	dir := shortDir(t, "hpxf")
+	state := tmpfsState(t, dir, "160m") // mkfs.xfs writes its whole log
+	s := serve(t, dir, driver.Options{StateDir: state, Capacity: 8 << 30})
+	ctx := context.Background()
+	const small, large = 300 << 20, 4 << 30
+	id := createVol(t, s, "xfull", small, capFor(false, "xfs"), nil)
+	img := filepath.Join(state, "images", id+".img")
+	marker := filepath.Join(state, "images", id+".staged")
+	staging := filepath.Join(dir, "staging")
+	detachAtCleanup(t, img)
+	unmountAtCleanup(t, staging)
+	stage := &csi.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging, VolumeCapability: capFor(false, "xfs")}
+	unstage := &csi.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging}
+	if _, err := s.node.NodeStageVolume(ctx, stage); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(staging, "kept"), []byte("before the full disk"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ctl.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: id,
+		CapacityRange: &csi.CapacityRange{RequiredBytes: large}, VolumeCapability: stage.VolumeCapability}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.node.NodeUnstageVolume(ctx, unstage); err != nil {
+		t.Fatal(err)
+	}
+	filler := fillUp(t, state)
+	if _, err := s.node.NodeStageVolume(ctx, stage); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("a stage that grows xfs on a full disk: %v, want RESOURCE_EXHAUSTED", err)
+	}
+	if dev, ok, err := block.FindLoop(ctx, img); err != nil || ok {
+		t.Errorf("after the failed stage: loop device %s still attached (%v)", dev, err)
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Errorf("after the failed stage: staged marker left behind (%v)", err)
+	}
+	if mounted(t, staging) {
+		t.Errorf("after the failed stage: %s is still mounted", staging)
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("xfs_repair", "-n", img).CombinedOutput(); err != nil {
+		t.Errorf("xfs_repair -n after the failed stage: %v\n%s", err, out)
+	}
+	if _, err := s.node.NodeStageVolume(ctx, stage); err != nil {
+		t.Fatalf("stage with space again: %v", err)
+	}
+	if got := fsSize(t, staging); got < large*85/100 {
+		t.Errorf("staged with space again: %d bytes, want about %d", got, large)
+	}
+	if b, err := os.ReadFile(filepath.Join(staging, "kept")); err != nil || string(b) != "before the full disk" {
+		t.Errorf("the file written before: %q, %v", b, err)
+	}
+	if _, err := s.node.NodeUnstageVolume(ctx, unstage); err != nil {
+		t.Fatal(err)
+	}
+}
