@@ -107,38 +107,75 @@ func ext4Bytes(path string) (size int64, ok bool, err error) {
 	return int64(blocks) << (10 + logBlock), true, nil
 }
 
-// growBeforeStage grows a filesystem volume's ext4 filesystem offline
-// when its backing file is larger — an expansion made while the volume
-// was staged, whose node step (NodeExpandVolume, growing the mounted
-// filesystem) did not run or could not (CAP_SYS_RESOURCE). Kubelet calls
-// NodeExpandVolume after this stage; it then finds nothing to do. A
-// volume whose loop device is attached already (a stage elsewhere, or
-// left by a crash) is left to that call: writing the file under an
-// attached loop device could leave the device's cache stale. Encrypted
-// volumes are too: the file holds LUKS (growExt4Offline leaves it alone).
-func (d *Driver) growBeforeStage(ctx context.Context, v *volume) error {
-	if v.Kind != kindFS || v.FSType != "ext4" || v.encrypted() {
-		return nil
+// xfsBytes reads the size of the xfs data section in path from its
+// superblock: ok is false when path holds no xfs filesystem.
+func xfsBytes(path string) (size int64, ok bool, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, false, err
+	}
+	defer f.Close()
+	var sb [16]byte
+	if _, err := f.ReadAt(sb[:], 0); err != nil {
+		if errors.Is(err, io.EOF) {
+			return 0, false, nil
+		}
+		return 0, false, err
+	}
+	if string(sb[:4]) != "XFSB" { // sb_magicnum
+		return 0, false, nil
+	}
+	be := binary.BigEndian
+	bs, blocks := be.Uint32(sb[4:]), be.Uint64(sb[8:]) // sb_blocksize, sb_dblocks
+	if bs < 512 || bs > 65536 || blocks > 1<<50 {
+		return 0, false, fmt.Errorf("%s: xfs superblock with %d blocks of %d bytes", path, blocks, bs)
+	}
+	return int64(blocks) * int64(bs), true, nil
+}
+
+// growBeforeStage grows a filesystem volume's filesystem to its backing
+// file when the file is larger — a copy restored or cloned into a larger
+// volume, or an expansion made while the volume was staged, whose node
+// step (NodeExpandVolume, growing the mounted filesystem) did not run or
+// could not (CAP_SYS_RESOURCE for ext4). Kubelet sends no
+// NodeExpandVolume for a new claim, and after a re-stage the one it sends
+// then finds nothing to do. ext4 grows here, offline, before the loop
+// device is attached; xfs grows only mounted, so growMounted asks the
+// stage to grow it right after the mount (xfs_growfs: CAP_SYS_ADMIN only).
+// A volume whose loop device is attached already (a stage elsewhere, or
+// one left by a crash) is left to NodeExpandVolume: writing the file under
+// an attached loop device could leave the device's cache stale. Encrypted
+// volumes are too: their file holds LUKS.
+func (d *Driver) growBeforeStage(ctx context.Context, v *volume) (growMounted bool, err error) {
+	if v.Kind != kindFS || v.encrypted() {
+		return false, nil
 	}
 	img := d.volumeImage(v.ID)
-	fs, ok, err := ext4Bytes(img)
+	read := ext4Bytes
+	if v.FSType == "xfs" {
+		read = xfsBytes
+	}
+	fs, ok, err := read(img)
 	if err != nil {
-		return status.Errorf(codes.Internal, "read the filesystem size of volume %s: %v", v.ID, err)
+		return false, status.Errorf(codes.Internal, "read the filesystem size of volume %s: %v", v.ID, err)
 	}
 	if !ok {
-		return nil // blank: formatted at its full size by the stage
+		return false, nil // blank: formatted at its full size by the stage
 	}
 	fi, err := os.Stat(img)
 	if err != nil {
-		return status.Errorf(codes.Internal, "volume %s: %v", v.ID, err)
+		return false, status.Errorf(codes.Internal, "volume %s: %v", v.ID, err)
 	}
 	if fi.Size() < fs+4096 {
-		return nil
+		return false, nil
 	}
 	if _, attached, err := block.FindLoop(ctx, img); err != nil || attached {
-		return err
+		return false, err
 	}
-	return d.growExt4Offline(ctx, img)
+	if v.FSType == "xfs" {
+		return true, nil
+	}
+	return false, d.growExt4Offline(ctx, img)
 }
 
 // shrinkBackAfterFailedGrow gives the backing file of v back its recorded

@@ -79,10 +79,12 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 			_, err = d.mounter.OpenEncrypted(ctx, dev, *encryption(&v, r.GetSecrets()), false)
 		}
 	case kindFS:
-		// A filesystem smaller than its file (expanded while staged)
-		// grows before the mount, where ext4 needs no CAP_SYS_RESOURCE.
+		// A filesystem smaller than its file (a larger copy, an expansion
+		// while staged) grows: ext4 before the mount, where it needs no
+		// CAP_SYS_RESOURCE, xfs right after it.
+		var growMounted bool
 		if !wasStaged {
-			err = d.growBeforeStage(ctx, &v)
+			growMounted, err = d.growBeforeStage(ctx, &v)
 		}
 		var dev string
 		if err == nil {
@@ -94,6 +96,15 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 				MountFlags: stageFlags(v.FSType, flags), Encryption: encryption(&v, r.GetSecrets()),
 			})
 			mounted = err == nil
+		}
+		if err == nil && growMounted {
+			if _, err = d.mounter.Resize(ctx, mount.ResizeOptions{Device: dev, Path: staging}); err != nil {
+				code := status.Code(err)
+				if strings.Contains(err.Error(), "No space left on device") { // the state filesystem is full
+					code = codes.ResourceExhausted
+				}
+				err = status.Errorf(code, "grow the filesystem of volume %s to its size after mounting it: %v", v.ID, err)
+			}
 		}
 	}
 	if err == nil && !wasStaged {
