@@ -65,9 +65,10 @@ go test -tags pacific -race -count=1 -timeout 15m -skip '^TestKernelMapper(s|Lat
 # a run of many minutes, and the driver code is the same as above.
 # CI runs each mapper's lifecycle (stage, publish, online grow, restart,
 # unstage) per kind, the failed stage and 2 split-brain trials (35-80 s
-# each under TCG; RBD_SPLITBRAIN_TRIALS=20 for the issue's bar); the sanity harness per mapper
-# and kind takes 6-34 minutes each under TCG, by load (this machine's KVM
-# does not boot the guest), which the 45-minute budget cannot hold, so it runs
+# each under TCG; RBD_SPLITBRAIN_TRIALS=20 for the issue's bar); the
+# sanity harness per mapper and kind takes 6-34 minutes each under TCG,
+# by load (this machine's KVM does not boot the guest), which the
+# 45-minute budget cannot hold, so it runs
 # with RBD_VM_SANITY=1 (make test-rbd-vm), as does TestKernelMapperLatency
 # (krbd, rbd-nbd and rbd-fuse stage/publish side by side in the guest).
 vmrun='^TestKernelMappers$/^(krbd|rbd-nbd)$/^(lifecycle|failed_stage|encrypted|splitbrain)$'
