@@ -267,7 +267,7 @@ func (db *DB) append(merged map[string]map[string]*[]byte, size int) error {
 	if err := db.recover(); err != nil {
 		return err
 	}
-	if db.end > db.opts.CompactAt && db.end > db.nextCompact && db.end > 4*(db.live+delta)+int64(headerSize) {
+	if db.end > db.nextCompact && (db.end > db.opts.CompactAt && db.end > 4*(db.live+delta)+int64(headerSize) || db.scattered()) {
 		if replaced, err := db.compact(); err != nil {
 			if replaced {
 				return db.fail(fmt.Errorf("compact: %w", err))
@@ -318,13 +318,19 @@ func (db *DB) append(merged map[string]map[string]*[]byte, size int) error {
 				return db.fail(fmt.Errorf("read a replaced value for a watch: %w", err))
 			}
 		}
+		if had && oldLoc.off() >= db.sorted {
+			db.misplaced--
+		}
 		if op.v == nil {
 			delete(dst, op.k)
 			x.remove(op.k)
+			db.keys--
 		} else {
 			dst[op.k] = mkloc(base+int64(op.at), len(*op.v))
+			db.misplaced++
 			if !had {
 				x.insert(op.k)
+				db.keys++
 			}
 		}
 		for _, fn := range watches {
@@ -337,6 +343,14 @@ func (db *DB) append(merged map[string]map[string]*[]byte, size int) error {
 	}
 	db.live += delta
 	return nil
+}
+
+// scattered reports that enough values lie out of key order for a
+// compaction to be worth its rewrite (see Options.SortAt): over a quarter,
+// so that between two such compactions a bucket grows by a third, and the
+// rewrites cost a few times the live data over any growth.
+func (db *DB) scattered() bool {
+	return db.keys >= db.opts.SortAt && db.misplaced > db.keys/4
 }
 
 // fail poisons the store after a write or flush error: what reached the

@@ -94,6 +94,7 @@ func (db *DB) compact() (replaced bool, err error) {
 	db.salt = salt
 	db.seq, db.snapshot = w.seq, w.seq
 	db.end, db.size = w.off, w.off+db.opts.Grow
+	db.sorted, db.misplaced = w.off, 0
 	db.nextCompact = 0
 	return true, syncDir(filepath.Dir(db.path))
 }

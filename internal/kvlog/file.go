@@ -90,6 +90,7 @@ func (db *DB) load() error {
 		return err
 	}
 	off := int64(headerSize)
+	db.sorted = off
 	// Values are only located, and keys copied into blocks the start
 	// drops once it has copied the live ones: a value overwritten later in
 	// the log is never copied.
@@ -108,6 +109,9 @@ func (db *DB) load() error {
 			return fmt.Errorf("record %d at offset %d: %w", seq, off, err)
 		}
 		db.seq, off = seq, next
+		if seq == db.snapshot {
+			db.sorted = off
+		}
 	}
 	if db.seq < db.snapshot {
 		// Written and flushed before the rename that made it the store,
@@ -140,9 +144,14 @@ func (db *DB) load() error {
 		live := make(map[string]loc, len(m))
 		for i, k := range keys {
 			c := arena.copy(k)
-			live[c] = m[k]
+			l := m[k]
+			live[c] = l
 			keys[i] = c
+			if l.off() >= db.sorted {
+				db.misplaced++
+			}
 		}
+		db.keys += len(keys)
 		b = arena.copy(b)
 		db.state[b], db.index[b] = live, newIndex(keys)
 	}
@@ -276,6 +285,7 @@ func (db *DB) initFile(f *os.File) error {
 		return fmt.Errorf("write header: %w", err)
 	}
 	db.seq, db.snapshot, db.end, db.size = 0, 0, headerSize, headerSize
+	db.sorted, db.misplaced, db.keys = headerSize, 0, 0
 	if err := db.grow(f, db.opts.Grow); err != nil {
 		return err
 	}
@@ -368,6 +378,20 @@ func syncDir(dir string) error {
 	return d.Sync()
 }
 
+// placement counts the live keys and those whose values lie at or after
+// db.sorted (see DB.misplaced), for Verify. Called with mu held.
+func (db *DB) placement() (keys, misplaced int) {
+	for _, m := range db.state {
+		keys += len(m)
+		for _, l := range m {
+			if l.off() >= db.sorted {
+				misplaced++
+			}
+		}
+	}
+	return keys, misplaced
+}
+
 // frame returns the record for payload, padded to a sector boundary.
 func (db *DB) frame(seq uint64, payload []byte) []byte {
 	rec := make([]byte, align(int64(recHeader+len(payload))))
@@ -423,6 +447,9 @@ func (db *DB) Verify() error {
 	}
 	db.mu.RLock()
 	defer db.mu.RUnlock()
+	if keys, misplaced := db.placement(); keys != db.keys || misplaced != db.misplaced {
+		return fmt.Errorf("kvlog: %d keys, %d of them out of key order, counted as %d and %d", keys, misplaced, db.keys, db.misplaced)
+	}
 	for b, m := range db.state {
 		for k, l := range m {
 			// The same file: the value is the same if it is in the same place.

@@ -39,7 +39,12 @@
 // When the log outgrows its live data several times over it is rewritten
 // (compacted): the live data is written as a stream of records of about
 // 1 MiB each into a new file, whose header names how many there are; the
-// file is flushed and then renamed over the old one. So no size limit
+// file is flushed and then renamed over the old one. A compaction writes
+// each bucket's values in key order; a store of many keys is compacted
+// also when over a quarter of its values lie out of that order (appended
+// since, or in a file never compacted: random keys written one by one
+// scatter a page of a listing over the whole file, a read per value), so
+// a walk of a run of keys stays a few reads. So no size limit
 // applies to the live data as a whole, and a file whose snapshot does not
 // replay in full is refused as corrupt rather than opened with part of it.
 // A compaction that fails (a full disk, any I/O error) removes its file
@@ -125,6 +130,12 @@ type Options struct {
 	// writes before the next Update tries to recover it (see Err).
 	// Default 1s.
 	RetryAfter time.Duration
+	// SortAt is the number of keys from which the file is also compacted
+	// when more than a quarter of the values lie out of key order
+	// (written since the last compaction, or by a file never compacted),
+	// so that a walk of a run of keys (a page of a listing) reads a few
+	// stretches of the file rather than a value at a time. Default 4096.
+	SortAt int
 }
 
 // DB is an open store. Keys are in memory, values are read from the file;
@@ -138,6 +149,11 @@ type DB struct {
 	index   map[string]*index         // each bucket's keys in order
 	watches map[string][]func(key string, old, new []byte)
 	live    int64 // encoded size of the live data, for compaction
+	keys    int   // live keys, all buckets
+	// misplaced counts the live values at or after sorted: those not
+	// written by the last compaction, so out of key order.
+	misplaced int
+	sorted    int64 // where the last compaction's records end
 
 	gmu     sync.Mutex // guards the fields below
 	queue   []*write
@@ -180,6 +196,9 @@ func Open(path string, o Options) (*DB, error) {
 	}
 	if o.RetryAfter <= 0 {
 		o.RetryAfter = time.Second
+	}
+	if o.SortAt <= 0 {
+		o.SortAt = 4096
 	}
 	db := &DB{path: path, opts: o, state: map[string]map[string]loc{}, index: map[string]*index{}}
 	db.idle = sync.NewCond(&db.gmu)
