@@ -98,9 +98,13 @@ func (s *scaleServer) stop() {
 // its peak, VmHWM), and NodeGetVolumeStats. The live heap per volume is
 // measured in this process after the creates. b.N is ignored past the
 // first run (run it with -benchtime=1x). The figures go to the log and as
-// metrics; HOSTPATH_SCALE_HEAP=file writes a heap profile where the heap
-// is measured; HOSTPATH_SCALE_DIR=dir keeps the state there, and with
-// HOSTPATH_SCALE_REUSE=1 a run on a dir that has it skips the creates.
+// metrics; pages at the first, middle and last offsets are timed again,
+// alone and under 4 create+delete clients. HOSTPATH_SCALE_BIN=path
+// measures that binary instead (one built from an earlier commit, for a
+// before and after); HOSTPATH_SCALE_HEAP=file writes a heap profile
+// where the heap is measured; HOSTPATH_SCALE_DIR=dir keeps the state
+// there, and with HOSTPATH_SCALE_REUSE=1 a run on a dir that has it skips
+// the creates.
 //
 //	HOSTPATH_SCALE=100000 go test -run '^$' -bench Scale -benchtime=1x ./examples/hostpath/driver
 func BenchmarkScale(b *testing.B) {
@@ -118,9 +122,12 @@ func BenchmarkScale(b *testing.B) {
 	if d := os.Getenv("HOSTPATH_SCALE_DIR"); d != "" {
 		dir = d // kept, to inspect or to rerun the list and restart part
 	}
-	bin := filepath.Join(b.TempDir(), "hostpath")
-	if out, err := exec.Command("go", "build", "-o", bin, "github.com/csikit/csikit/examples/hostpath").CombinedOutput(); err != nil {
-		b.Fatalf("go build: %v\n%s", err, out)
+	bin := os.Getenv("HOSTPATH_SCALE_BIN")
+	if bin == "" {
+		bin = filepath.Join(b.TempDir(), "hostpath")
+		if out, err := exec.Command("go", "build", "-o", bin, "github.com/csikit/csikit/examples/hostpath").CombinedOutput(); err != nil {
+			b.Fatalf("go build: %v\n%s", err, out)
+		}
 	}
 	state, sock := filepath.Join(dir, "state"), filepath.Join(dir, "csi.sock")
 	if _, err := os.Stat(filepath.Join(state, "journal.db")); err != nil || os.Getenv("HOSTPATH_SCALE_REUSE") == "" {
@@ -247,8 +254,10 @@ func scaleFresh(b *testing.B, n int, bin, dir, state, sock string) {
 	// ListVolumes pages of 500, walking the whole list.
 	c := csi.NewControllerClient(conn)
 	var pageTimes []time.Duration
+	var toks []string // each page's starting token
 	tok, listed := "", 0
 	for {
+		toks = append(toks, tok)
 		t := time.Now()
 		r, err := c.ListVolumes(ctx, &csi.ListVolumesRequest{MaxEntries: 500, StartingToken: tok})
 		if err != nil {
@@ -275,6 +284,8 @@ func scaleFresh(b *testing.B, n int, bin, dir, state, sock string) {
 	b.Logf("ListVolumes, %d pages of 500: p50 %.2fms p99 %.2fms worst %.2fms; %s (load %s)", len(sorted), msOf(p50), msOf(p99), msOf(worst), strings.Join(at, ", "), loadAvg())
 	b.ReportMetric(msOf(p50), "list-p50-ms/page")
 	b.ReportMetric(msOf(worst), "list-worst-ms/page")
+	scaleListAt(b, c, toks, cmd.Process.Pid, 0)
+	scaleListAt(b, c, toks, cmd.Process.Pid, 4)
 
 	rss, hwm := procMem(cmd.Process.Pid)
 	b.Logf("fresh process memory: RSS %d MB at ready, %d MB after the list; peak (VmHWM) %d MB", rss0>>20, rss>>20, max(hwm0, hwm)>>20)
@@ -308,6 +319,74 @@ func scaleFresh(b *testing.B, n int, bin, dir, state, sock string) {
 	slices.Sort(stats)
 	b.Logf("NodeGetVolumeStats: p50 %s p99 %s", stats[len(stats)/2], stats[len(stats)*99/100])
 	b.ReportMetric(float64(stats[len(stats)/2].Microseconds()), "stats-p50-µs")
+}
+
+// scaleListAt times ListVolumes pages of 500 at the first, middle and last
+// offsets of the list, 100 rounds of the three, while clients goroutines
+// create and delete volumes (the fleet keeps its size): the tail of a page
+// under writes, which share the journal with the listing.
+//
+// Alone, the server's CPU per page is reported too: on a shared machine the
+// pages' times follow its load, their CPU does not.
+func scaleListAt(b *testing.B, c csi.ControllerClient, toks []string, pid, clients int) {
+	ctx := context.Background()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var cycles atomic.Int64
+	for w := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				r, err := c.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: fmt.Sprintf("scale-load-%d-%d", w, i),
+					CapacityRange: &csi.CapacityRange{RequiredBytes: 1 << 20}, VolumeCapabilities: []*csi.VolumeCapability{mountCapability()}})
+				if err == nil {
+					_, err = c.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: r.GetVolume().GetVolumeId()})
+				}
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				cycles.Add(1)
+			}
+		}()
+	}
+	at := []int{0, len(toks) / 2, len(toks) - 1}
+	lat := make([][]time.Duration, len(at))
+	t0, cpu0 := time.Now(), procCPU(pid)
+	for range 100 {
+		for i, p := range at {
+			t := time.Now()
+			if _, err := c.ListVolumes(ctx, &csi.ListVolumesRequest{MaxEntries: 500, StartingToken: toks[p]}); err != nil {
+				b.Fatal(err)
+			}
+			lat[i] = append(lat[i], time.Since(t))
+		}
+	}
+	elapsed, cpu := time.Since(t0), procCPU(pid)-cpu0
+	close(stop)
+	wg.Wait()
+	var figs []string
+	var all []time.Duration
+	for i, p := range at {
+		s := slices.Sorted(slices.Values(lat[i]))
+		figs = append(figs, fmt.Sprintf("@%d p50 %.2f p99 %.2f max %.2f", p*500, msOf(s[len(s)/2]), msOf(s[len(s)*99/100]), msOf(s[len(s)-1])))
+		all = append(all, s...)
+	}
+	slices.Sort(all)
+	b.Logf("ListVolumes pages at 3 offsets, %d create+delete clients (%.0f cycles/s): p50 %.2fms p99 %.2fms max %.2fms; %s ms (load %s)",
+		clients, float64(cycles.Load())/elapsed.Seconds(), msOf(all[len(all)/2]), msOf(all[len(all)*99/100]), msOf(all[len(all)-1]), strings.Join(figs, ", "), loadAvg())
+	if clients > 0 {
+		b.ReportMetric(msOf(all[len(all)*99/100]), "list-loaded-p99-ms/page")
+		return
+	}
+	b.Logf("ListVolumes: server CPU %.2fms per page of 500", msOf(cpu)/float64(len(all)))
+	b.ReportMetric(msOf(cpu)/float64(len(all)), "list-server-cpu-ms/page")
 }
 
 func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
