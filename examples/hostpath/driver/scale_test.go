@@ -183,7 +183,9 @@ func scaleCreate(b *testing.B, n int, state, sock string) {
 		p50s = append(p50s, part[len(part)/2])
 		tenths = append(tenths, fmt.Sprintf("%.2f", float64(part[len(part)/2].Microseconds())/1000))
 	}
-	b.Logf("create: %d volumes in %s (%.0f/s); p50 ms per tenth: %s", n, total.Round(time.Millisecond), float64(n)/total.Seconds(), strings.Join(tenths, " "))
+	all := slices.Sorted(slices.Values(lat))
+	b.Logf("create: %d volumes in %s (%.0f/s); p50 ms per tenth: %s; p99 %.2fms max %.2fms (load %s)", n, total.Round(time.Millisecond), float64(n)/total.Seconds(),
+		strings.Join(tenths, " "), msOf(all[len(all)*99/100]), msOf(all[len(all)-1]), loadAvg())
 	b.ReportMetric(float64(n)/total.Seconds(), "creates/s")
 	b.ReportMetric(float64(p50s[9])/float64(p50s[0]), "last/first-p50")
 
