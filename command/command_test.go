@@ -144,48 +144,99 @@ func readPID(t *testing.T, pidfile string) int {
 }
 
 // TestTimeoutKillsTheGroup: a grandchild that ignores SIGTERM and holds the
-// pipes neither keeps Run waiting nor outlives it.
+// pipes neither keeps Run waiting nor outlives it. On a loaded machine the
+// limit can end the call before the grandchild has started (nothing then
+// survives to check): the attempt is repeated with a longer limit.
 func TestTimeoutKillsTheGroup(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		ctx  func() (context.Context, context.CancelFunc)
-		opts command.Options
+		ctx  func(d time.Duration) (context.Context, context.CancelFunc)
+		opts func(d time.Duration) command.Options
 		want codes.Code
-		msg  string
+		msg  func(d time.Duration) string
 	}{
-		{"timeout", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) },
-			command.Options{Timeout: 300 * time.Millisecond, Grace: 200 * time.Millisecond}, codes.DeadlineExceeded, "timed out after 300ms"},
-		{"deadline", func() (context.Context, context.CancelFunc) {
-			return context.WithTimeout(context.Background(), 300*time.Millisecond)
-		}, command.Options{Grace: 200 * time.Millisecond}, codes.DeadlineExceeded, "deadline"},
-		{"cancel", func() (context.Context, context.CancelFunc) {
+		{"timeout", func(time.Duration) (context.Context, context.CancelFunc) {
+			return context.WithCancel(context.Background())
+		},
+			func(d time.Duration) command.Options {
+				return command.Options{Timeout: d, Grace: 200 * time.Millisecond}
+			},
+			codes.DeadlineExceeded, func(d time.Duration) string { return fmt.Sprintf("timed out after %s", d) }},
+		{"deadline", func(d time.Duration) (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), d)
+		}, func(time.Duration) command.Options { return command.Options{Grace: 200 * time.Millisecond} },
+			codes.DeadlineExceeded, func(time.Duration) string { return "deadline" }},
+		{"cancel", func(d time.Duration) (context.Context, context.CancelFunc) {
 			ctx, cancel := context.WithCancel(context.Background())
-			time.AfterFunc(300*time.Millisecond, cancel)
+			time.AfterFunc(d, cancel)
 			return ctx, cancel
-		}, command.Options{Grace: 200 * time.Millisecond}, codes.Canceled, "cancelled"},
+		}, func(time.Duration) command.Options { return command.Options{Grace: 200 * time.Millisecond} },
+			codes.Canceled, func(time.Duration) string { return "cancelled" }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pidfile := filepath.Join(t.TempDir(), "pid")
-			ctx, cancel := tc.ctx()
-			defer cancel()
-			name, args := stubborn(pidfile)
-			done := make(chan error, 1)
-			go func() { _, err := command.Run(ctx, name, args, tc.opts); done <- err }()
-			pid := readPID(t, pidfile)
-			var err error
-			select {
-			case err = <-done:
-			case <-time.After(30 * time.Second):
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-				t.Fatal("Run did not return 30s after its timeout")
+			for d := 300 * time.Millisecond; ; d *= 3 {
+				if d > 10*time.Second {
+					t.Fatal("the grandchild never started before the limit, even with 8.1s")
+				}
+				pidfile := filepath.Join(t.TempDir(), "pid")
+				ctx, cancel := tc.ctx(d)
+				name, args := stubborn(pidfile)
+				done := make(chan error, 1)
+				go func() { _, err := command.Run(ctx, name, args, tc.opts(d)); done <- err }()
+				pid, err := pidOrDone(t, pidfile, done)
+				if pid == 0 {
+					cancel()
+					testenv.WantCode(t, err, tc.want)
+					t.Logf("the call ended (%v) before the grandchild started; again with a limit of %s", err, 3*d)
+					continue
+				}
+				if err == nil {
+					select {
+					case err = <-done:
+					case <-time.After(30 * time.Second):
+						_ = syscall.Kill(pid, syscall.SIGKILL)
+						t.Fatal("Run did not return 30s after its timeout")
+					}
+				}
+				cancel()
+				testenv.WantCode(t, err, tc.want)
+				if !strings.Contains(err.Error(), tc.msg(d)) {
+					t.Fatalf("message %q: want %q", err, tc.msg(d))
+				}
+				waitGone(t, pid)
+				return
 			}
-			testenv.WantCode(t, err, tc.want)
-			if !strings.Contains(err.Error(), tc.msg) {
-				t.Fatalf("message %q: want %q", err, tc.msg)
-			}
-			waitGone(t, pid)
 		})
 	}
+}
+
+// pidOrDone waits for the PID stubborn writes to pidfile, or for the call
+// to end: it returns the PID (0 when none was written) and the call's
+// error when the call ended.
+func pidOrDone(t *testing.T, pidfile string, done <-chan error) (int, error) {
+	t.Helper()
+	read := func() int {
+		b, _ := os.ReadFile(pidfile)
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 {
+			return 0
+		}
+		return pid
+	}
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); {
+		select {
+		case err := <-done:
+			// The grandchild may have written its PID just before the
+			// call ended: then it is checked like any other.
+			return read(), err
+		case <-time.After(10 * time.Millisecond):
+		}
+		if pid := read(); pid > 0 {
+			return pid, nil
+		}
+	}
+	t.Fatalf("no PID in %s and the call still runs after 30s", pidfile)
+	return 0, nil
 }
 
 // TestHelperHoldingPipesAfterExit: the program exits but leaves a child
