@@ -13,7 +13,10 @@ t0=$(date +%s)
 step() { echo; echo "=== rbd: $* ($(( $(date +%s) - t0 ))s)"; }
 
 step "install Ceph packages"
-pkgs=(ceph-mon ceph-osd ceph-mgr ceph-common rbd-fuse rbd-nbd librbd-dev librados-dev xfsprogs)
+# runc, the CNI plugins, busybox-static and iptables: sanity/kube's
+# kubelet mode (test/kube's TestKubeNodeLoss).
+pkgs=(ceph-mon ceph-osd ceph-mgr ceph-common rbd-fuse rbd-nbd librbd-dev librados-dev xfsprogs
+	runc containernetworking-plugins busybox-static iptables)
 installed=$(dpkg-query -W -f='${db:Status-Status}\n' "${pkgs[@]}" 2>/dev/null | grep -cx installed || true)
 if [ "$installed" -eq "${#pkgs[@]}" ]; then
 	echo "already installed"
@@ -29,8 +32,8 @@ fi
 
 # Before the cluster starts: a cold build takes minutes (outside any go
 # test timeout); sanity/kube/ci.sh, later in .ci/run, then finds them cached.
-step "Kubernetes binaries for test/kube (sanity/kube's tool block)"
-(cd ../../sanity/kube && go run ./internal/buildtools)
+step "Kubernetes binaries and containerd for test/kube (sanity/kube's tool blocks)"
+(cd ../../sanity/kube && go run ./internal/buildtools -runtime)
 
 step "vet, staticcheck (-tags pacific)"
 go vet -tags pacific ./...
@@ -88,8 +91,10 @@ go test -tags pacific -run '^$' -bench . -benchtime 1x -count=1 -timeout 5m ./..
 # detector would only watch the test's client-go calls), and a race build
 # of client-go and the Kubernetes API types cost 14 minutes on the shared
 # 2-core machine, where the plain build shares sanity/kube's compile cache.
-step "sanity/kube scenarios: the rbd binary under the real sidecars"
-go test -tags pacific -count=1 -timeout 10m -v ./test/kube
+# TestKubeNodeLoss runs two kubelets (CSIKIT_KUBE_KUBELET=1: the kubelet
+# mode is opt-in), which takes sanity/kube's host-wide lock.
+step "sanity/kube scenarios: the rbd binary under the real sidecars and two kubelets"
+CSIKIT_KUBE_KUBELET=1 go test -tags pacific -count=1 -timeout 20m -v ./test/kube
 
 step "upstream csi-sanity v5.6.0 (ext4, xfs, block) and csikit sanity (mount, block) against the rbd binary"
 test/csi-sanity.sh "$env"

@@ -6,8 +6,11 @@
 // csi-attacher, csi-resizer, csi-snapshotter as local processes) against
 // the throwaway Ceph cluster of test/cluster.sh, with the StorageClass,
 // VolumeSnapshotClass, Secret, CSIDriver and RBAC of deploy/ applied, and
-// checks both the API objects and the pool. Controller side only: no
-// kubelet runs, so nothing is staged or mounted.
+// checks both the API objects and the pool. TestKube is the controller
+// side only: no kubelet runs, so nothing is staged or mounted.
+// TestKubeNodeLoss runs two kubelets (sanity/kube's kubelet mode) with a
+// node plugin each, and moves a volume off a hung node: fencing end to
+// end.
 package kube_test
 
 import (
