@@ -15,7 +15,8 @@ step() { echo; echo "=== rbd: $* ($(( $(date +%s) - t0 ))s)"; }
 
 step "install Ceph packages"
 # The kubelet mode's (runc, CNI plugins, busybox-static, iptables): the e2e
-# step runs before sanity/kube/ci.sh, which installs them too.
+# step and test/kube's TestKubeNodeLoss run before sanity/kube/ci.sh, which
+# installs them too.
 pkgs=(ceph-mon ceph-osd ceph-mgr ceph-common rbd-fuse rbd-nbd librbd-dev librados-dev xfsprogs
 	runc containernetworking-plugins busybox-static iptables)
 installed=$(dpkg-query -W -f='${db:Status-Status}\n' "${pkgs[@]}" 2>/dev/null | grep -cx installed || true)
@@ -90,15 +91,17 @@ go test -tags pacific -run '^$' -bench . -benchtime 1x -count=1 -timeout 5m ./..
 # the lowest priority, beside the steps above; a cold build is tens of
 # CPU-minutes), and this waits for that build (sanity/kube's build lock)
 # or, alone, builds them. sanity/kube/ci.sh, later, finds them cached.
-step "Kubernetes binaries for test/kube (sanity/kube's tool block)"
-(cd ../../sanity/kube && go run ./internal/buildtools)
+step "Kubernetes binaries and containerd for test/kube (sanity/kube's tool blocks)"
+(cd ../../sanity/kube && go run ./internal/buildtools -runtime)
 
 # Without -race: the driver under test is a separate process (the race
 # detector would only watch the test's client-go calls), and a race build
 # of client-go and the Kubernetes API types cost 14 minutes on the shared
 # 2-core machine, where the plain build shares sanity/kube's compile cache.
-step "sanity/kube scenarios: the rbd binary under the real sidecars"
-go test -tags pacific -count=1 -timeout 10m -v ./test/kube
+# TestKubeNodeLoss runs two kubelets (CSIKIT_KUBE_KUBELET=1: the kubelet
+# mode is opt-in), which takes sanity/kube's host-wide lock.
+step "sanity/kube scenarios: the rbd binary under the real sidecars and two kubelets"
+CSIKIT_KUBE_KUBELET=1 go test -tags pacific -count=1 -timeout 20m -v ./test/kube
 
 step "upstream csi-sanity v5.6.0 (ext4, xfs, block) and csikit sanity (mount, block) against the rbd binary"
 test/csi-sanity.sh "$env"

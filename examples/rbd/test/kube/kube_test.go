@@ -6,11 +6,13 @@
 // csi-attacher, csi-resizer, csi-snapshotter as local processes) against
 // the throwaway Ceph cluster of test/cluster.sh, with the StorageClass,
 // VolumeSnapshotClass, Secret, CSIDriver and RBAC of deploy/ applied, and
-// checks both the API objects and the pool. Controller side only: no
-// kubelet runs, so nothing is staged or mounted. TestE2E (opt-in,
-// sanity/kube/e2e/run.sh rbd) runs Kubernetes' own storage e2e suite
-// against the driver deployed with every deploy/ manifest on sanity/kube's
-// kubelet mode, node plugin included.
+// checks both the API objects and the pool. TestKube is the controller
+// side only: no kubelet runs, so nothing is staged or mounted.
+// TestKubeNodeLoss runs two kubelets (sanity/kube's kubelet mode) with a
+// node plugin each, and moves a volume off a hung node: fencing end to
+// end. TestE2E (opt-in, sanity/kube/e2e/run.sh rbd) runs Kubernetes' own
+// storage e2e suite against the driver deployed with every deploy/
+// manifest on sanity/kube's kubelet mode, node plugin included.
 package kube_test
 
 import (
