@@ -52,7 +52,9 @@ type KubeletOptions struct {
 	// auth: the API server then reaches kubelet for exec, attach, logs
 	// and port-forward (kubectl exec; Kubernetes' e2e suites). Any process
 	// that reaches that address can then run commands in the node's pods:
-	// set it only on a machine you trust. Default: kubelet's API on
+	// set it only on a machine you trust. Pods also get a route to it, so
+	// they reach what listens on the host's address (e.g. a storage
+	// backend a test runs there). Default: kubelet's API on
 	// loopback only, and the Node's IP the one kubelet picks (the API
 	// server cannot reach kubelet).
 	NodeIP string

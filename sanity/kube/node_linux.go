@@ -467,10 +467,16 @@ func freeSubnet() (string, error) {
 
 // writeRuntimeConfig writes containerd's config and the CNI network: a
 // bridge with host-local addresses, nothing NATed (pods need no outside
-// network), and one route, to the kubernetes Service's ClusterIP apiIP
-// through the bridge (see routeAPIService). Every path containerd and runc
+// network), and a route to the kubernetes Service's ClusterIP apiIP
+// through the bridge (see routeAPIService) and, with KubeletOptions.NodeIP,
+// one to that address (the host answers it: a backend a test runs on the
+// host, reached as pods of a cluster reach their node). Every path containerd and runc
 // use is below n.dir.
 func (n *node) writeRuntimeConfig(subnet, apiIP string) error {
+	routes := fmt.Sprintf(`{"dst": %q}`, apiIP+"/32")
+	if n.opts.NodeIP != "" {
+		routes += fmt.Sprintf(`, {"dst": %q}`, n.opts.NodeIP+"/32")
+	}
 	cni := fmt.Sprintf(`{
   "cniVersion": "1.0.0",
   "name": "csikit-%s",
@@ -481,12 +487,12 @@ func (n *node) writeRuntimeConfig(subnet, apiIP string) error {
       "isGateway": true,
       "ipMasq": false,
       "hairpinMode": true,
-      "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "routes": [{"dst": %q}], "dataDir": %q}
+      "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "routes": [%s], "dataDir": %q}
     },
     {"type": "loopback"}
   ]
 }
-`, n.id, n.bridge, subnet, apiIP+"/32", filepath.Join(n.dir, "cni", "ipam"))
+`, n.id, n.bridge, subnet, routes, filepath.Join(n.dir, "cni", "ipam"))
 	if err := os.WriteFile(filepath.Join(n.dir, "cni", "net.d", "10-csikit.conflist"), []byte(cni), 0o600); err != nil {
 		return fmt.Errorf("kube: %w", err)
 	}
