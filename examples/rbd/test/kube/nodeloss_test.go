@@ -55,9 +55,11 @@ const nodeWait = 3 * time.Minute
 //     ControllerUnpublishVolume(node-a) fences A's client before it
 //     answers, and the pod starts on node-b, where every fsynced stamp of
 //     A is read back in order.
-//  4. node-a wakes up (thaw) while the pod runs on node-b: its writer
-//     goes on, its kubelet kills it and, through its node plugin, which
-//     finds the fenced rbd-fuse hung, unpublishes and unstages.
+//  4. node-a wakes up while the pod runs on node-b: first its rbd-fuse
+//     and the old writer alone, which writes on its fenced mount for 5 s,
+//     then the rest (thaw); its kubelet kills the writer and, through its
+//     node plugin, which finds the fenced rbd-fuse hung, unpublishes and
+//     unstages.
 //  5. The taint is removed and the fence lifted (the Fencing service's
 //     Unfence, what `csikit unfence` calls).
 //  6. The pod is deleted; the image, exported, checks clean (e2fsck -n),
