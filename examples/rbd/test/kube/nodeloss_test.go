@@ -4,12 +4,15 @@ package kube_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -52,9 +55,11 @@ const nodeWait = 3 * time.Minute
 //     ControllerUnpublishVolume(node-a) fences A's client before it
 //     answers, and the pod starts on node-b, where every fsynced stamp of
 //     A is read back in order.
-//  4. node-a wakes up (thaw) while the pod runs on node-b: its writer
-//     goes on, its kubelet kills it and, through its node plugin, which
-//     finds the fenced rbd-fuse hung, unpublishes and unstages.
+//  4. node-a wakes up while the pod runs on node-b: first its rbd-fuse
+//     and the old writer alone, which writes on its fenced mount for 5 s,
+//     then the rest (thaw); its kubelet kills the writer and, through its
+//     node plugin, which finds the fenced rbd-fuse hung, unpublishes and
+//     unstages.
 //  5. The taint is removed and the fence lifted (the Fencing service's
 //     Unfence, what `csikit unfence` calls).
 //  6. The pod is deleted; the image, exported, checks clean (e2fsck -n),
@@ -172,9 +177,9 @@ func TestKubeNodeLoss(t *testing.T) {
 	image := imageOf(t, pv.Spec.CSI.VolumeHandle)
 	h.waitAttached(pv.Name, "node-a")
 	oldFile := filepath.Join(nodeA.KubeletDir, "pods", string(old.UID), "volumes", "kubernetes.io~csi", pv.Name, "mount", "stamps")
-	kube.WaitFor(t, nodeWait, "5 stamps of web-0 on node-a", func(ctx context.Context) (bool, string, error) {
+	kube.WaitFor(t, nodeWait, "20 stamps of web-0 on node-a", func(ctx context.Context) (bool, string, error) {
 		b, err := os.ReadFile(oldFile)
-		return err == nil && len(stampsOf(string(b), string(old.UID))) >= 5, fmt.Sprint(err), nil
+		return err == nil && len(stampsOf(string(b), string(old.UID))) >= 20, fmt.Sprint(err), nil
 	})
 	fuseA := fuseDaemons(stateA)
 	if len(fuseA) == 0 {
@@ -234,7 +239,31 @@ func TestKubeNodeLoss(t *testing.T) {
 	t.Logf("node loss: node-a NotReady %s after the freeze; web-0 Ready on node-b, volume attached there, %s after the taint",
 		tNotReady.Sub(tFreeze).Round(time.Millisecond), tMoved.Sub(tTaint).Round(time.Millisecond))
 
-	// 4. node-a wakes up while web-0 writes on node-b.
+	// 4. node-a wakes up while web-0 writes on node-b: first its rbd-fuse
+	// and the old writer alone (its kubelet, which would kill the writer
+	// at once, still stopped), so that the writer does write on its
+	// fenced mount; then the rest.
+	writer := podProcesses(string(old.UID))
+	if len(writer) == 0 {
+		t.Fatalf("no process of the old web-0 (POD_UID=%s) on the host", old.UID)
+	}
+	for _, pid := range append(slices.Clone(fuseA), writer...) {
+		if err := syscall.Kill(pid, syscall.SIGCONT); err != nil && !errors.Is(err, syscall.ESRCH) {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(5 * time.Second)
+	attempted := -1 // unknown: the read did not answer
+	if text, err := readBounded(oldFile, 10*time.Second); err == nil {
+		attempted = 0
+		for _, n := range stampsOf(text, string(old.UID)) {
+			if n > last {
+				attempted++
+			}
+		}
+	} else {
+		t.Logf("node-a's view of the file after its writer woke: %v", err)
+	}
 	thawed = true
 	tThaw := time.Now()
 	if err := thaw(); err != nil {
@@ -283,9 +312,10 @@ func TestKubeNodeLoss(t *testing.T) {
 	if got := stampsOf(text, string(moved.UID)); len(got) < len(bStamps) {
 		t.Errorf("node-b's stamps in the image: %d, it had written %d", len(got), len(bStamps))
 	}
-	t.Logf("stamps of node-a: %d written by the freeze, %d on node-b after the move (%d lost: the last may not have been fsynced), %d landed late; "+
+	t.Logf("stamps of node-a: %d written by the freeze, %d on node-b after the move (%d lost: the last may not have been fsynced), "+
+		"%d written on node-a's fenced mount after it woke (-1: unknown), %d of them landed; node-b wrote %d; "+
 		"node-a cleaned up %s after the thaw; whole test %s",
-		last, len(onB), last-len(onB), len(late), tClean.Sub(tThaw).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+		last, len(onB), last-len(onB), attempted, len(late), len(bStamps), tClean.Sub(tThaw).Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 }
 
 // stampSet is the StatefulSet "web": one busybox pod, preferring node-a,
@@ -601,6 +631,23 @@ func fuseDaemons(dir string) []int {
 			if pid, err := strconv.Atoi(filepath.Base(p)); err == nil {
 				pids = append(pids, pid)
 			}
+		}
+	}
+	return pids
+}
+
+// podProcesses returns the PIDs of the host's processes whose environment
+// holds POD_UID=uid: the stamp writer of that pod and its children.
+func podProcesses(uid string) []int {
+	var pids []int
+	procs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, p := range procs {
+		env, err := os.ReadFile(filepath.Join(p, "environ"))
+		if err != nil || !slices.Contains(strings.Split(string(env), "\x00"), "POD_UID="+uid) {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(p)); err == nil {
+			pids = append(pids, pid)
 		}
 	}
 	return pids
