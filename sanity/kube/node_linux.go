@@ -49,7 +49,13 @@ type node struct {
 	apiChain string
 	apiJump  []string
 	// hostLock is held from start to the end of stop (acquireHostLock).
-	hostLock   *net.UnixConn
+	hostLock *net.UnixConn
+	// stopped is set by stop, which lists in sharedLeft what it left in
+	// the host state every kubelet-mode environment uses (iptables chains
+	// of fixed names, host directories) while it still holds hostLock:
+	// once it is released, another environment may create the same.
+	stopped    bool
+	sharedLeft []string
 	containerd *Process
 	kubelet    *Process
 	scheduler  *Process
@@ -715,6 +721,9 @@ func (e *Env) stopNode() []error {
 			}
 		}
 	}
+	// Checked now: once the lock is released, another environment's
+	// chains and directories of the same names would be taken for ours.
+	n.sharedLeft, n.stopped = n.sharedLeftovers(), true
 	if n.hostLock != nil {
 		n.hostLock.Close()
 	}
@@ -724,7 +733,11 @@ func (e *Env) stopNode() []error {
 // Leftovers lists what the kubelet mode created on the host and has not
 // removed: after Cleanup it must be empty. It reports the environment's
 // directory and mounts below it, this node's cgroups, bridge, shims and
-// the iptables chains it created.
+// the iptables chains and host directories it created. Those last two
+// have names every kubelet-mode environment shares: after Cleanup they
+// are as the environment's own cleanup found them before it released the
+// host lock, so that another environment started since cannot be taken
+// for a leak of this one.
 func (e *Env) Leftovers() []string {
 	var out []string
 	if _, err := os.Lstat(e.Dir); err == nil {
@@ -751,13 +764,25 @@ func (e *Env) Leftovers() []string {
 	for _, x := range n.extra {
 		out = append(out, x.leftovers()...)
 	}
+	if n.apiChain != "" && chainExists(iptChain{cmd: "iptables", table: "nat", chain: n.apiChain}) {
+		out = append(out, "iptables chain nat/"+n.apiChain)
+	}
+	if n.stopped {
+		return append(out, n.sharedLeft...)
+	}
+	return append(out, n.sharedLeftovers()...)
+}
+
+// sharedLeftovers lists what this node created in host state of fixed
+// names that every kubelet-mode environment uses (kubelet's iptables
+// chains, /var/log/containers, /var/lib/cni) and that is still there:
+// meaningful only while the host lock is held.
+func (n *node) sharedLeftovers() []string {
+	var out []string
 	for _, c := range n.chains {
 		if chainExists(c) {
 			out = append(out, fmt.Sprintf("%s chain %s/%s", c.cmd, c.table, c.chain))
 		}
-	}
-	if n.apiChain != "" && chainExists(iptChain{cmd: "iptables", table: "nat", chain: n.apiChain}) {
-		out = append(out, "iptables chain nat/"+n.apiChain)
 	}
 	for _, d := range n.createdDirs {
 		if _, err := os.Lstat(d); err == nil {
