@@ -184,7 +184,7 @@ func New(o Options) (*Driver, error) {
 	}
 	d.mappers = map[string]Mapper{
 		MapperKRBD: &krbdMapper{run: run, keys: d.keyDir(), sysfs: "/sys/bus/rbd/devices"},
-		MapperNBD:  &nbdMapper{run: run, keys: d.keyDir()},
+		MapperNBD:  &nbdMapper{run: run, keys: d.keyDir(), state: o.StateDir, sysfs: "/sys/block", module: "/sys/module/nbd", mountinfo: "/proc/self/mountinfo"},
 		MapperFUSE: &fuseMapper{run: run, keys: d.keyDir(), dir: filepath.Join(o.StateDir, "fuse")},
 	}
 	if _, ok := d.mappers[o.Mapper]; !ok {

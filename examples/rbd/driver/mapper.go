@@ -204,10 +204,16 @@ func (m *krbdMapper) Unmap(ctx context.Context, img Image) error {
 	return runErr(err, out, "rbd device unmap")
 }
 
-// nbdMapper maps through rbd-nbd.
+// nbdMapper maps through rbd-nbd, on a device it picks itself (nbdpick.go).
 type nbdMapper struct {
 	run  tools
 	keys string
+	// state is the node's state directory: the pick lock and the stage
+	// records (staged/*.json) live there.
+	state string
+	// sysfs is /sys/block, module /sys/module/nbd and mountinfo
+	// /proc/self/mountinfo (fakes in tests).
+	sysfs, module, mountinfo string
 }
 
 func (m *nbdMapper) Map(ctx context.Context, img Image) (string, error) {
@@ -227,12 +233,7 @@ func (m *nbdMapper) mapNew(ctx context.Context, img Image) (string, error) {
 	if img.ReadOnly {
 		args = append(args, "--read-only")
 	}
-	args = append(args, img.Pool+"/"+img.Name)
-	out, err := m.run(ctx, "rbd-nbd", args...)
-	if err != nil {
-		return "", runErr(err, out, "rbd-nbd map")
-	}
-	return strings.TrimSpace(string(out)), nil
+	return m.mapFree(ctx, img, args, img.Pool+"/"+img.Name)
 }
 
 // Find looks the image up in `rbd-nbd list-mapped`: at img.Device alone,
