@@ -184,12 +184,14 @@ func TestKubeletDeploy(t *testing.T) {
 	for _, m := range []string{"rbac.yaml", "csidriver.yaml", "storageclass.yaml", "volumesnapshotclass.yaml"} {
 		applyManifest(t, env, m, nil)
 	}
-	applyManifest(t, env, "node.yaml", [][2]string{
+	nodeSubs := [][2]string{
 		{"csikit/hostpath:latest", hostpathImage},
 		{"/var/lib/kubelet", root},
 		{"{path: /var/lib/csikit-hostpath, type: DirectoryOrCreate}", "{path: " + state + ", type: DirectoryOrCreate}"},
-	})
-	applyManifest(t, env, "controller.yaml", [][2]string{{"/var/lib/kubelet", root}})
+	}
+	controllerSubs := [][2]string{{"/var/lib/kubelet", root}}
+	applyManifest(t, env, "node.yaml", nodeSubs)
+	applyManifest(t, env, "controller.yaml", controllerSubs)
 	createNamespace(t, env)
 	// Before the environment's Cleanup (which deletes the DaemonSet and
 	// the Deployment): consumers go first, then the volumes, through the
@@ -371,6 +373,38 @@ func TestKubeletDeploy(t *testing.T) {
 		})
 		h.noPodMounts(uid)
 		t.Logf("node plugin pod replaced under a running pod in %s", time.Since(t0).Round(time.Millisecond))
+	})
+
+	t.Run("delete-pods-unpublishes-before-the-driver-goes", func(t *testing.T) {
+		h := &h{t: t, env: env, ctx: context.Background()}
+		if !provisioned {
+			t.Skip("needs the claim of controller-sidecars-provision-attach-publish")
+		}
+		t0 := time.Now()
+		// Env.DeletePods is what the environment's Cleanup runs, also while
+		// a suite's last pods still hold volumes: the driver's own pods (the
+		// DaemonSet's, the Deployment's) must outlive them, or kubelet
+		// cannot unpublish and the pods never go.
+		w := h.podSpec("dep-holder", "sleep 3600", pvcVolume("data", "dep-data"))
+		h.createPod(w)
+		w = h.ready("dep-holder")
+		if len(h.podMounts(string(w.UID))) == 0 {
+			t.Fatal("the running pod has no volume mount below kubelet's pods directory")
+		}
+		if err := env.DeletePods(h.ctx, kubeletWait); err != nil {
+			t.Fatal(err)
+		}
+		h.noPodMounts(string(w.UID))
+		t.Logf("pods deleted, the volume's first, in %s", time.Since(t0).Round(time.Millisecond))
+		// The driver again, for the teardown's claim deletion.
+		applyManifest(t, env, "node.yaml", nodeSubs)
+		applyManifest(t, env, "controller.yaml", controllerSubs)
+		kube.WaitFor(t, kubeletWait, "the driver's pods Ready again", func(ctx context.Context) (bool, string, error) {
+			if ok, msg, err := podsReady(ctx, env, "app=csikit-hostpath-node", 1, 1); !ok || err != nil {
+				return ok, msg, err
+			}
+			return podsReady(ctx, env, "app=csikit-hostpath-controller", 1, 4)
+		})
 	})
 }
 
