@@ -11,8 +11,10 @@
 // no node-driver-registrar) and serves /healthz, /readyz and /metrics
 // (--metrics-address, no livenessprobe sidecar).
 //
-// Ceph credentials come only from the CSI secrets of each request
-// (userID, userKey); no flag or file holds a key. Build with
+// Ceph credentials come from the CSI secrets of each request (userID,
+// userKey); no flag holds a key. --secrets-dir names a mounted Secret
+// (files userID and userKey) for the work no request brings secrets to:
+// lifting and renewing fences after a restart, registering a node. Build with
 // -tags pacific (or the tag of the Ceph release whose librbd you link).
 package main
 
@@ -39,6 +41,7 @@ import (
 
 type config struct {
 	endpoint, monitors, pool, nodeID, zone, stateDir, mapper, driverName, logLevel string
+	secretsDir                                                                     string
 	metricsAddr, kubeletRegistration, kubeletRegistrationDir                       string
 	cloneDepth                                                                     int
 	timeout                                                                        time.Duration
@@ -70,6 +73,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.timeout, "ceph-timeout", 30*time.Second, "timeout of each Ceph operation")
 	fs.DurationVar(&c.createLease, "create-lease", driver.DefaultCreateLease, "how long a create's journal reservation stays its own unrenewed (a running create renews it); the sweep of abandoned creates takes over only expired ones")
 	fs.DurationVar(&c.fenceExpiry, "fence-expiry", driver.DefaultFenceExpiry, "how long the blocklist entries of a fence last unless Unfence lifts them (README: Node loss and fencing)")
+	fs.StringVar(&c.secretsDir, "secrets-dir", "", "directory holding the files userID and userKey (a mounted Secret): standing Ceph credentials for the calls without secrets (Unfence and fence renewal after a restart, node registration)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.metricsAddr, "metrics-address", "", "address for /metrics, /healthz and /readyz (empty = off)")
 	fs.StringVar(&c.kubeletRegistration, "kubelet-registration-path", "", "register with kubelet directly (no node-driver-registrar): the CSI socket's path on the host, e.g. /var/lib/kubelet/plugins/rbd.csikit.dev/csi.sock")
@@ -109,7 +113,7 @@ func run(args []string) error {
 	d, err := driver.New(driver.Options{
 		Monitors: monitors, DefaultPool: cfg.pool, NodeID: cfg.nodeID, Zone: cfg.zone,
 		StateDir: cfg.stateDir, Mapper: cfg.mapper, MaxCloneDepth: cfg.cloneDepth,
-		OpTimeout: cfg.timeout, CreateLease: cfg.createLease, FenceExpiry: cfg.fenceExpiry, Logger: logger,
+		OpTimeout: cfg.timeout, CreateLease: cfg.createLease, FenceExpiry: cfg.fenceExpiry, SecretsDir: cfg.secretsDir, Logger: logger,
 	})
 	if err != nil {
 		return err

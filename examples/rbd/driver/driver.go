@@ -4,9 +4,11 @@
 // journal lives in RADOS omap objects in each pool, and the node maps
 // images with krbd, rbd-nbd or rbd-fuse plus a loop device.
 //
-// Credentials come only from the CSI secrets of each request (userID,
-// userKey); the controller keeps one RADOS connection per set of
-// credentials. The key is handed to librados as a config option and to the
+// Credentials come from the CSI secrets of each request (userID,
+// userKey) and, for the work no request carries secrets to (lifting and
+// renewing fences after a restart, registering a node), from
+// Options.SecretsDir, a mounted Secret read at each use; the controller
+// keeps one RADOS connection per set of credentials. The key is handed to librados as a config option and to the
 // node's map tools in a root-only file removed right after the tool read
 // it; it never appears in logs, errors, argument lists or environments.
 package driver
@@ -96,8 +98,18 @@ type Options struct {
 	// takes over reservations whose lease expired.
 	CreateLease time.Duration
 	// FenceExpiry is how long a fence's blocklist entries last unless
-	// Unfence lifts them first (default DefaultFenceExpiry).
+	// Unfence lifts them first, or RenewFences renews them (default
+	// DefaultFenceExpiry).
 	FenceExpiry time.Duration
+	// SecretsDir, when set, is a directory holding the files userID and
+	// userKey (SecretUserID, SecretUserKey): a Kubernetes Secret mounted
+	// as a volume. They are the plugin's standing Ceph credentials, read
+	// at each use (a rotated Secret applies without a restart) and never
+	// copied elsewhere, for the calls that carry no secrets: Unfence (the
+	// csikit Fencing service) and the fence journal after a restart,
+	// RenewFences, and a node plugin's registration at NodeGetInfo. The
+	// secrets of a request, when it has them, are used first.
+	SecretsDir string
 	// OpTimeout bounds every Ceph operation (default 30s).
 	OpTimeout time.Duration
 	// Runner, when set, runs every external tool of the node, the
