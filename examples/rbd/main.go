@@ -170,6 +170,9 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	// Fences outlive their --fence-expiry while their nodes stay fenced:
+	// renewed in the background, stopped with the other parts.
+	r.Add("fence-renewal", runner.Func(d.RenewFences))
 	return r.Run(context.Background()) // until SIGINT or SIGTERM
 }
 

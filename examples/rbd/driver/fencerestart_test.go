@@ -3,9 +3,11 @@
 package driver_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -133,5 +135,113 @@ func TestUnfenceAfterRestart(t *testing.T) {
 	}
 	if _, ok := rec["journal/node-lost"]; ok {
 		t.Fatal("csikit's fence record left after Server.Unfence")
+	}
+}
+
+// blocklistExpiry returns the expiry `osd blocklist ls` shows for addr,
+// or false if addr is not listed.
+func blocklistExpiry(t *testing.T, c cephtest.Cluster, addr string) (string, bool) {
+	t.Helper()
+	for _, l := range strings.Split(blocklisted(t, c), "\n") {
+		if f := strings.Fields(l); len(f) == 2 && f[0] == addr {
+			return f[1], true
+		}
+	}
+	return "", false
+}
+
+// TestFenceRenewal: a fence's blocklist entries outlive their expiry
+// while the node stays fenced. A controller fences a made-up client with
+// an 8 s expiry and stops; a restarted one, which serves no request but
+// has standing credentials, runs RenewFences, which finds the fence and
+// renews it before it lapses: three expiries later the entry is still
+// listed, with a later expiry, and the record's time follows. (Ceph
+// cannot extend an entry: a renewal removes and re-adds it, so for one
+// OSD map epoch it is not listed; the driver logs how long.) Stopping
+// the loop's context ends it; Unfence then lifts the renewed fence.
+func TestFenceRenewal(t *testing.T) {
+	c := cephtest.Require(t)
+	ctx := context.Background()
+	const expiry = 8 * time.Second
+	ctl := newDriver(t, c, driver.Options{FenceExpiry: expiry})
+	vol := blockVolume(t, ctl, c, nil)
+	t.Cleanup(func() {
+		if _, err := ctl.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: vol, Secrets: c.Secrets()}); err != nil {
+			t.Errorf("DeleteVolume: %v", err)
+		}
+	})
+	addr := fakeStage(t, c, vol, "node-hung")
+	rctx := journal.ContextWithRequest(ctx, &csi.ControllerUnpublishVolumeRequest{VolumeId: vol, NodeId: "node-hung", Secrets: c.Secrets()})
+	if err := ctl.Fence(rctx, vol, "node-hung"); err != nil {
+		t.Fatalf("Fence: %v", err)
+	}
+	first, ok := blocklistExpiry(t, c, addr)
+	if !ok {
+		t.Fatalf("%s not blocklisted after Fence", addr)
+	}
+	var rec0 struct{ Until time.Time }
+	if err := json.Unmarshal([]byte(accessRecord(t, c, vol)["fence/node-hung"]), &rec0); err != nil {
+		t.Fatal(err)
+	}
+
+	var log bytes.Buffer // written by the loop; read once it stopped
+	logger := slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ctl2 := newDriver(t, c, driver.Options{FenceExpiry: expiry, SecretsDir: secretsDir(t, c), Logger: logger}) // restarted
+	lctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- ctl2.RenewFences(lctx) }()
+	stopped := false
+	t.Cleanup(func() {
+		if !stopped {
+			stop()
+			<-done
+		}
+	})
+	// Unrenewed, the entry is gone after one expiry (the monitor drops
+	// expired entries at its next tick, every 5 s).
+	time.Sleep(3 * expiry)
+	last, ok := blocklistExpiry(t, c, addr)
+	if !ok {
+		t.Fatalf("%s is off the blocklist three expiries (%v) after the fence: not renewed", addr, expiry)
+	}
+	if last <= first {
+		t.Fatalf("blocklist expiry of %s: %s after three expiries, %s at the fence: want later", addr, last, first)
+	}
+	var rec struct{ Until time.Time }
+	if err := json.Unmarshal([]byte(accessRecord(t, c, vol)["fence/node-hung"]), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if !rec.Until.After(rec0.Until.Add(expiry)) {
+		t.Fatalf("fence record until %v, at the fence %v: want renewed", rec.Until, rec0.Until)
+	}
+	t.Logf("blocklist expiry of %s: %s at the fence, %s three expiries later", addr, first, last)
+	stop()
+	select {
+	case err := <-done:
+		stopped = true
+		if err != nil {
+			t.Fatalf("RenewFences after its context ended: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("RenewFences still runs 10 s after its context ended")
+	}
+	renewals := 0
+	for _, l := range strings.Split(log.String(), "\n") {
+		if strings.Contains(l, "renewed a fence") {
+			renewals++
+			t.Log(l)
+		}
+	}
+	if renewals == 0 {
+		t.Fatalf("no renewal logged:\n%s", log.String())
+	}
+	if strings.Contains(log.String(), c.Key) {
+		t.Fatal("the key appears in the driver's log")
+	}
+	if err := ctl2.Unfence(ctx, vol, "node-hung"); err != nil {
+		t.Fatalf("Unfence: %v", err)
+	}
+	if _, ok := blocklistExpiry(t, c, addr); ok {
+		t.Fatalf("%s still blocklisted after Unfence", addr)
 	}
 }
