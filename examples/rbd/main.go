@@ -47,7 +47,7 @@ type config struct {
 	timeout                                                                        time.Duration
 	createLease                                                                    time.Duration
 	fenceExpiry                                                                    time.Duration
-	printCSIDriver, showVersion                                                    bool
+	printCSIDriver, showVersion, requireNodes                                      bool
 }
 
 func main() {
@@ -74,6 +74,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.createLease, "create-lease", driver.DefaultCreateLease, "how long a create's journal reservation stays its own unrenewed (a running create renews it); the sweep of abandoned creates takes over only expired ones")
 	fs.DurationVar(&c.fenceExpiry, "fence-expiry", driver.DefaultFenceExpiry, "how long the blocklist entries of a fence last unless Unfence lifts them (README: Node loss and fencing)")
 	fs.StringVar(&c.secretsDir, "secrets-dir", "", "directory holding the files userID and userKey (a mounted Secret): standing Ceph credentials for the calls without secrets (Unfence and fence renewal after a restart, node registration)")
+	fs.BoolVar(&c.requireNodes, "require-node-registration", false, "publish only to nodes whose node plugin registered (at NodeGetInfo, with --secrets-dir, in --pool); any other node ID is NOT_FOUND")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.metricsAddr, "metrics-address", "", "address for /metrics, /healthz and /readyz (empty = off)")
 	fs.StringVar(&c.kubeletRegistration, "kubelet-registration-path", "", "register with kubelet directly (no node-driver-registrar): the CSI socket's path on the host, e.g. /var/lib/kubelet/plugins/rbd.csikit.dev/csi.sock")
@@ -113,7 +114,8 @@ func run(args []string) error {
 	d, err := driver.New(driver.Options{
 		Monitors: monitors, DefaultPool: cfg.pool, NodeID: cfg.nodeID, Zone: cfg.zone,
 		StateDir: cfg.stateDir, Mapper: cfg.mapper, MaxCloneDepth: cfg.cloneDepth,
-		OpTimeout: cfg.timeout, CreateLease: cfg.createLease, FenceExpiry: cfg.fenceExpiry, SecretsDir: cfg.secretsDir, Logger: logger,
+		OpTimeout: cfg.timeout, CreateLease: cfg.createLease, FenceExpiry: cfg.fenceExpiry, SecretsDir: cfg.secretsDir,
+		RequireNodeRegistration: cfg.requireNodes, Logger: logger,
 	})
 	if err != nil {
 		return err

@@ -110,6 +110,12 @@ type Options struct {
 	// RenewFences, and a node plugin's registration at NodeGetInfo. The
 	// secrets of a request, when it has them, are used first.
 	SecretsDir string
+	// RequireNodeRegistration makes ControllerPublishVolume answer
+	// NOT_FOUND for a node that no node plugin registered: node plugins
+	// register their ID at NodeGetInfo when they have SecretsDir (see
+	// NodesObject). Every node plugin then needs SecretsDir and the same
+	// DefaultPool as the controller.
+	RequireNodeRegistration bool
 	// OpTimeout bounds every Ceph operation (default 30s).
 	OpTimeout time.Duration
 	// Runner, when set, runs every external tool of the node, the
