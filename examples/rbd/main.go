@@ -41,7 +41,7 @@ import (
 
 type config struct {
 	endpoint, monitors, pool, nodeID, zone, stateDir, mapper, driverName, logLevel string
-	secretsDir                                                                     string
+	secretsDir, nbdLockFile                                                        string
 	metricsAddr, kubeletRegistration, kubeletRegistrationDir                       string
 	cloneDepth                                                                     int
 	timeout                                                                        time.Duration
@@ -67,6 +67,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.nodeID, "nodeid", host, "node ID")
 	fs.StringVar(&c.zone, "zone", "", "this node's zone (topology "+driver.TopologyKey+"); empty: no topology")
 	fs.StringVar(&c.stateDir, "state-dir", "/var/lib/csikit-rbd", "node working directory (root-only)")
+	fs.StringVar(&c.nbdLockFile, "nbd-lock-file", driver.DefaultNBDLockFile, "host-wide lock under which rbd-nbd stages pick their /dev/nbdN: the same host path for every node plugin on the host")
 	fs.StringVar(&c.mapper, "mapper", driver.MapperKRBD, "default mapper: krbd, rbd-nbd or rbd-fuse")
 	fs.StringVar(&c.driverName, "driver-name", "rbd.csikit.dev", "CSI driver name")
 	fs.IntVar(&c.cloneDepth, "max-clone-depth", 8, "flatten clones whose parent chain is longer (negative: always)")
@@ -113,7 +114,7 @@ func run(args []string) error {
 	}
 	d, err := driver.New(driver.Options{
 		Monitors: monitors, DefaultPool: cfg.pool, NodeID: cfg.nodeID, Zone: cfg.zone,
-		StateDir: cfg.stateDir, Mapper: cfg.mapper, MaxCloneDepth: cfg.cloneDepth,
+		StateDir: cfg.stateDir, NBDLockFile: cfg.nbdLockFile, Mapper: cfg.mapper, MaxCloneDepth: cfg.cloneDepth,
 		OpTimeout: cfg.timeout, CreateLease: cfg.createLease, FenceExpiry: cfg.fenceExpiry, SecretsDir: cfg.secretsDir,
 		RequireNodeRegistration: cfg.requireNodes, Logger: logger,
 	})

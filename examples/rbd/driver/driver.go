@@ -81,6 +81,11 @@ type Options struct {
 	// points and, for the moment a map tool reads them, key files
 	// (default /var/lib/csikit-rbd).
 	StateDir string
+	// NBDLockFile is the host-wide lock under which rbd-nbd stages pick
+	// and map their /dev/nbdN (default DefaultNBDLockFile). Every node
+	// plugin on a host must use the same file (in a container: the
+	// host's path, mounted), or two can pick the same device.
+	NBDLockFile string
 	// Mapper is the node's default mapper: "krbd" (default), "rbd-nbd"
 	// or "rbd-fuse".
 	Mapper string
@@ -163,6 +168,9 @@ func New(o Options) (*Driver, error) {
 	if o.StateDir == "" {
 		o.StateDir = "/var/lib/csikit-rbd"
 	}
+	if o.NBDLockFile == "" {
+		o.NBDLockFile = DefaultNBDLockFile
+	}
 	if o.Mapper == "" {
 		o.Mapper = MapperKRBD
 	}
@@ -202,7 +210,7 @@ func New(o Options) (*Driver, error) {
 	}
 	d.mappers = map[string]Mapper{
 		MapperKRBD: &krbdMapper{run: run, keys: d.keyDir(), sysfs: "/sys/bus/rbd/devices"},
-		MapperNBD:  &nbdMapper{run: run, keys: d.keyDir(), state: o.StateDir, sysfs: "/sys/block", module: "/sys/module/nbd", mountinfo: "/proc/self/mountinfo"},
+		MapperNBD:  &nbdMapper{run: run, keys: d.keyDir(), state: o.StateDir, lockFile: o.NBDLockFile, sysfs: "/sys/block", module: "/sys/module/nbd", mountinfo: "/proc/self/mountinfo"},
 		MapperFUSE: &fuseMapper{run: run, keys: d.keyDir(), dir: filepath.Join(o.StateDir, "fuse")},
 	}
 	if _, ok := d.mappers[o.Mapper]; !ok {
