@@ -21,11 +21,12 @@ import (
 )
 
 // DefaultFenceExpiry is how long a fence's blocklist entries last without
-// an Unfence (Options.FenceExpiry): long, because a fence that expires
-// while its node is still hung lets that node's writes land again, and
-// cheap, because an entry names one client instance (address and nonce),
-// which no process started after the node's reboot reuses. See the
-// README's "Node loss and fencing".
+// an Unfence or a renewal (Options.FenceExpiry, RenewFences): long,
+// because a fence that expires while its node is still hung lets that
+// node's writes land again, and each renewal opens a moment without the
+// entry; cheap, because an entry names one client instance (address and
+// nonce), which no process started after the node's reboot reuses. See
+// the README's "Node loss and fencing".
 const DefaultFenceExpiry = 30 * 24 * time.Hour
 
 var _ csikit.Fencer = (*Driver)(nil)

@@ -185,6 +185,9 @@ func (d *Driver) renewObject(ctx context.Context, conn *rados.Conn, io *rados.IO
 		op.SetOmap(map[string][]byte{fenceKey + node: b})
 		err = op.Operate(io, oid, rados.OperationNoFlag)
 		op.Release()
+		if err != nil && cephErrno(err) != 34 && cephErrno(err) != 75 { // ERANGE, EOVERFLOW: another version
+			return renewed, backendError(err, "record the renewed fence of node "+node+" in "+oid)
+		}
 		if err != nil {
 			now, _, rerr := readFences(io, oid)
 			if rerr == nil {
