@@ -123,9 +123,7 @@ func TestE2E(t *testing.T) {
 		DriverName: driverName, NodeName: "node-1", BinDir: binDir,
 		Sidecars: []string{}, // the Deployment's sidecars only
 		// The suite runs kubectl exec: the API server must reach kubelet.
-		// Other kubelet-mode runs (e2e suites among them) can hold the
-		// host for long.
-		Kubelet: &kube.KubeletOptions{Images: images, NodeIP: hostIP(t), HostLockWait: time.Hour},
+		Kubelet: &kube.KubeletOptions{Images: images, NodeIP: hostIP(t)},
 		// The suite deletes a namespace per spec and uses generic
 		// ephemeral volumes (owned by their pods).
 		ExtraArgs: map[string][]string{"kube-controller-manager": {
