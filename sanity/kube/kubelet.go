@@ -73,6 +73,11 @@ type KubeletOptions struct {
 	// package reads no environment variable for it: a test that must give
 	// up sooner sets it (its go test -timeout bounds the wait anyway).
 	HostLockWait time.Duration
+	// CheckLeftovers, when set, fails the test, after the environment's
+	// Cleanup, with whatever Leftovers still reports: what the kubelet
+	// mode (or the driver's pods, e.g. a mount below the environment's
+	// directory) left on the host. Also when Start itself failed halfway.
+	CheckLeftovers bool
 }
 
 func (k *KubeletOptions) defaults() {

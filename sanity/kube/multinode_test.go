@@ -23,16 +23,8 @@ import (
 // and thawed, turns Ready again.
 func TestKubeletTwoNodes(t *testing.T) {
 	kubeletPrereqs(t)
-	var env *kube.Env
-	t.Cleanup(func() {
-		if env != nil {
-			if left := env.Leftovers(); len(left) > 0 {
-				t.Errorf("the kubelet mode left on the host: %v", left)
-			}
-		}
-	})
 	t0 := time.Now()
-	env = kube.Start(t, kube.Options{
+	env := kube.Start(t, kube.Options{
 		DriverName: "none.csikit.example", Sidecars: []string{},
 		ExtraArgs: map[string][]string{kube.BinControllerManager: {
 			// Added to the harness's list (a repeated string-slice flag appends).
@@ -40,7 +32,7 @@ func TestKubeletTwoNodes(t *testing.T) {
 			// NotReady 12 s after the last status (default 50 s).
 			"--node-monitor-grace-period=12s",
 		}},
-		Kubelet: &kube.KubeletOptions{ExtraNodes: []kube.NodeOptions{{Name: "node-2"}}},
+		Kubelet: &kube.KubeletOptions{ExtraNodes: []kube.NodeOptions{{Name: "node-2"}}, CheckLeftovers: true},
 	})
 	t.Logf("two-node environment started in %s", time.Since(t0).Round(time.Millisecond))
 	createNamespace(t, env)
@@ -126,10 +118,9 @@ func TestKubeletTwoNodes(t *testing.T) {
 			}
 		}
 	})
-	waitNodeReady(t, env, "node-2", corev1.ConditionUnknown)
+	env.WaitNodeCondition(t, kubeletWait, "node-2", corev1.ConditionUnknown)
 	tNotReady := time.Now()
-	oos := corev1.Taint{Key: "node.kubernetes.io/out-of-service", Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}
-	setTaint(t, env, "node-2", &oos)
+	env.SetOutOfService(t, wait, "node-2", true)
 	var moved *corev1.Pod
 	kube.WaitFor(t, kubeletWait, "web-0 recreated on node-1 and Ready", func(ctx context.Context) (bool, string, error) {
 		p, err := c.CoreV1().Pods(ns).Get(ctx, "web-0", metav1.GetOptions{})
@@ -154,53 +145,13 @@ func TestKubeletTwoNodes(t *testing.T) {
 		tNotReady.Sub(tFreeze).Round(time.Millisecond), time.Since(tNotReady).Round(time.Millisecond), time.Since(tFreeze).Round(time.Millisecond))
 
 	// The admin's side after the node is back: untaint, and it is Ready.
-	setTaint(t, env, "node-2", nil)
+	env.SetOutOfService(t, wait, "node-2", false)
 	thawed = true
 	if err := thaw(); err != nil {
 		t.Fatal(err)
 	}
-	waitNodeReady(t, env, "node-2", corev1.ConditionTrue)
+	env.WaitNodeCondition(t, kubeletWait, "node-2", corev1.ConditionTrue)
 	if p := h.get("web-0"); p.UID != moved.UID || p.Spec.NodeName != "node-1" {
 		t.Errorf("web-0 after node-2 came back: uid %s on %s, want %s on node-1", p.UID, p.Spec.NodeName, moved.UID)
 	}
-}
-
-// waitNodeReady waits for the Node's Ready condition to have status want.
-func waitNodeReady(t *testing.T, env *kube.Env, name string, want corev1.ConditionStatus) {
-	t.Helper()
-	kube.WaitFor(t, kubeletWait, "Node "+name+" Ready="+string(want), func(ctx context.Context) (bool, string, error) {
-		nd, err := env.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, "", err
-		}
-		for _, cd := range nd.Status.Conditions {
-			if cd.Type == corev1.NodeReady {
-				return cd.Status == want, fmt.Sprintf("Ready=%s (%s), taints %v", cd.Status, cd.Message, nd.Spec.Taints), nil
-			}
-		}
-		return false, "no Ready condition", nil
-	})
-}
-
-// setTaint adds taint to the Node (nil: removes the out-of-service taint).
-func setTaint(t *testing.T, env *kube.Env, name string, taint *corev1.Taint) {
-	t.Helper()
-	kube.WaitFor(t, wait, "taint of Node "+name+" updated", func(ctx context.Context) (bool, string, error) {
-		nd, err := env.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, "", err
-		}
-		var ts []corev1.Taint
-		for _, x := range nd.Spec.Taints {
-			if x.Key != "node.kubernetes.io/out-of-service" {
-				ts = append(ts, x)
-			}
-		}
-		if taint != nil {
-			ts = append(ts, *taint)
-		}
-		nd.Spec.Taints = ts
-		_, err = env.Client.CoreV1().Nodes().Update(ctx, nd, metav1.UpdateOptions{})
-		return err == nil, fmt.Sprint(err), nil // a conflict retries
-	})
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/csikit/csikit/internal/mountpoint"
 	"github.com/csikit/csikit/k8s/registration"
 	"github.com/csikit/csikit/sanity/kube"
 )
@@ -55,27 +56,19 @@ func TestKubeletNodeLossVolume(t *testing.T) {
 		t.Fatalf("build examples/hostpath: %v: %s", err, out)
 	}
 	sock := filepath.Join(dir, "csi.sock")
-	var env *kube.Env
-	t.Cleanup(func() {
-		if env != nil {
-			if left := env.Leftovers(); len(left) > 0 {
-				t.Errorf("the kubelet mode left on the host: %v", left)
-			}
-		}
-	})
 	t0 := time.Now()
-	env = kube.Start(t, kube.Options{
+	env := kube.Start(t, kube.Options{
 		Endpoint: "unix://" + sock, DriverName: hostpathName, NodeName: "node-1",
 		Sidecars: []string{"csi-provisioner", "csi-attacher"},
 		ExtraArgs: map[string][]string{kube.BinControllerManager: {
 			"--controllers=taint-eviction-controller,pod-garbage-collector-controller,statefulset-controller",
 			"--node-monitor-grace-period=12s",
 		}},
-		Kubelet: &kube.KubeletOptions{ExtraNodes: []kube.NodeOptions{{Name: "node-2"}}},
+		Kubelet: &kube.KubeletOptions{ExtraNodes: []kube.NodeOptions{{Name: "node-2"}}, CheckLeftovers: true},
 	})
 	t.Logf("two-node environment started in %s", time.Since(t0).Round(time.Millisecond))
 	for _, m := range []string{"rbac.yaml", "csidriver.yaml", "storageclass.yaml"} {
-		applyManifest(t, env, m, nil)
+		env.ApplyFile(t, hostpathDeploy(m))
 	}
 	createNamespace(t, env)
 	p, err := kube.StartProcess(kube.ProcessOptions{
@@ -114,18 +107,7 @@ func TestKubeletNodeLossVolume(t *testing.T) {
 	h := &h{t: t, env: env, ctx: context.Background()}
 	t.Cleanup(func() { (&kenv{env: env}).teardown(t) })
 	for _, name := range []string{"node-1", "node-2"} {
-		kube.WaitFor(t, kubeletWait, "driver registered on "+name, func(ctx context.Context) (bool, string, error) {
-			cn, err := env.Client.StorageV1().CSINodes().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, "no CSINode", nil
-			}
-			for _, d := range cn.Spec.Drivers {
-				if d.Name == hostpathName {
-					return true, "", nil
-				}
-			}
-			return false, fmt.Sprintf("drivers %+v", cn.Spec.Drivers), nil
-		})
+		env.WaitDriverRegistered(t, kubeletWait, name, hostpathName)
 	}
 
 	c := env.Client
@@ -209,9 +191,9 @@ func TestKubeletNodeLossVolume(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := stampsOf(string(b), string(old.UID))
-	waitNodeReady(t, env, "node-2", corev1.ConditionUnknown)
+	env.WaitNodeCondition(t, kubeletWait, "node-2", corev1.ConditionUnknown)
 	tNotReady := time.Now()
-	setTaint(t, env, "node-2", &corev1.Taint{Key: "node.kubernetes.io/out-of-service", Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
+	env.SetOutOfService(t, wait, "node-2", true)
 	tTaint := time.Now()
 	var moved *corev1.Pod
 	kube.WaitFor(t, kubeletWait, "web-0 recreated on node-1 and Ready", func(ctx context.Context) (bool, string, error) {
@@ -260,15 +242,15 @@ func TestKubeletNodeLossVolume(t *testing.T) {
 
 	// node-2 comes back: untainted, thawed; its kubelet kills the old pod
 	// and unpublishes its volume.
-	setTaint(t, env, "node-2", nil)
+	env.SetOutOfService(t, wait, "node-2", false)
 	thawed = true
 	if err := thaw(); err != nil {
 		t.Fatal(err)
 	}
-	waitNodeReady(t, env, "node-2", corev1.ConditionTrue)
+	env.WaitNodeCondition(t, kubeletWait, "node-2", corev1.ConditionTrue)
 	oldMount := filepath.Dir(oldFile)
 	kube.WaitFor(t, kubeletWait, "node-2's kubelet unpublished the old pod's volume", func(ctx context.Context) (bool, string, error) {
-		mps, err := mountsBelowPath(filepath.Join(n2.KubeletDir, "pods", string(old.UID)))
+		mps, err := mountpoint.Under(filepath.Join(n2.KubeletDir, "pods", string(old.UID)))
 		return err == nil && len(mps) == 0, fmt.Sprintf("mounts %v %v (%s)", mps, err, oldMount), nil
 	})
 	b, err = os.ReadFile(newFile)
@@ -291,21 +273,4 @@ func stampsOf(text, uid string) []int {
 		}
 	}
 	return out
-}
-
-// mountsBelowPath lists the mount points at or below dir (from
-// /proc/self/mountinfo).
-func mountsBelowPath(dir string) ([]string, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
-			out = append(out, f[4])
-		}
-	}
-	return out, nil
 }
