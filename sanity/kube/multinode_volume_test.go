@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -111,36 +110,21 @@ func TestKubeletNodeLossVolume(t *testing.T) {
 	}
 
 	c := env.Client
-	one := int32(1)
-	pod := h.podSpec("web", `i=0; while true; do i=$((i+1)); echo "$POD_UID $i" >> /data/stamps; sync; sleep 0.2; done`)
-	pod.Spec.RestartPolicy = corev1.RestartPolicyAlways
-	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "POD_UID", ValueFrom: &corev1.EnvVarSource{
+	sts := h.webSet(`i=0; while true; do i=$((i+1)); echo "$POD_UID $i" >> /data/stamps; sync; sleep 0.2; done`, "node-2")
+	ctr := &sts.Spec.Template.Spec.Containers[0]
+	ctr.Env = []corev1.EnvVar{{Name: "POD_UID", ValueFrom: &corev1.EnvVarSource{
 		FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}}}
-	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
-	pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
-			Weight: 100, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
-				Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{"node-2"}}}},
-		}}}}
+	ctr.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
 	sc := "csikit-hostpath"
-	labels := map[string]string{"app": "web"}
-	sts := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas: &one, ServiceName: "web",
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod.Spec},
-			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
-				ObjectMeta: metav1.ObjectMeta{Name: "data"},
-				Spec: corev1.PersistentVolumeClaimSpec{
-					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-					StorageClassName: &sc,
-					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
-						corev1.ResourceStorage: resource.MustParse("16Mi")}},
-				},
-			}},
+	sts.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{
+		ObjectMeta: metav1.ObjectMeta{Name: "data"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: &sc,
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceStorage: resource.MustParse("16Mi")}},
 		},
-	}
+	}}
 	if _, err := c.AppsV1().StatefulSets(ns).Create(h.ctx, sts, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -174,18 +158,7 @@ func TestKubeletNodeLossVolume(t *testing.T) {
 	})
 
 	tFreeze := time.Now()
-	thaw, err := env.FreezeNode("node-2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	thawed := false
-	t.Cleanup(func() {
-		if !thawed {
-			if err := thaw(); err != nil {
-				t.Error(err)
-			}
-		}
-	})
+	thaw := freeze(t, env, "node-2")
 	b, err := os.ReadFile(oldFile)
 	if err != nil {
 		t.Fatal(err)
@@ -195,26 +168,7 @@ func TestKubeletNodeLossVolume(t *testing.T) {
 	tNotReady := time.Now()
 	env.SetOutOfService(t, wait, "node-2", true)
 	tTaint := time.Now()
-	var moved *corev1.Pod
-	kube.WaitFor(t, kubeletWait, "web-0 recreated on node-1 and Ready", func(ctx context.Context) (bool, string, error) {
-		p, err := c.CoreV1().Pods(ns).Get(ctx, "web-0", metav1.GetOptions{})
-		if err != nil {
-			return false, "web-0: " + err.Error(), nil
-		}
-		if p.UID == old.UID {
-			return false, fmt.Sprintf("web-0 still the old pod (deletion %v)", p.DeletionTimestamp), nil
-		}
-		moved = p
-		for _, cd := range p.Status.Conditions {
-			if cd.Type == corev1.PodReady && cd.Status == corev1.ConditionTrue {
-				return p.Spec.NodeName == "node-1", "on " + p.Spec.NodeName, nil
-			}
-		}
-		return false, "on " + p.Spec.NodeName + ": " + h.podState(ctx, p), nil
-	})
-	if moved.Spec.NodeName != "node-1" {
-		t.Fatalf("web-0 recreated on %s, want node-1", moved.Spec.NodeName)
-	}
+	moved := h.recreated("web-0", old.UID, "node-1")
 	kube.WaitFor(t, kubeletWait, "VolumeAttachment moved to node-1", func(ctx context.Context) (bool, string, error) {
 		m, err := vaNodes(ctx)
 		return err == nil && len(m) == 1 && m["node-1"], fmt.Sprintf("attachments %v %v", m, err), nil
@@ -243,10 +197,7 @@ func TestKubeletNodeLossVolume(t *testing.T) {
 	// node-2 comes back: untainted, thawed; its kubelet kills the old pod
 	// and unpublishes its volume.
 	env.SetOutOfService(t, wait, "node-2", false)
-	thawed = true
-	if err := thaw(); err != nil {
-		t.Fatal(err)
-	}
+	thaw()
 	env.WaitNodeCondition(t, kubeletWait, "node-2", corev1.ConditionTrue)
 	oldMount := filepath.Dir(oldFile)
 	kube.WaitFor(t, kubeletWait, "node-2's kubelet unpublished the old pod's volume", func(ctx context.Context) (bool, string, error) {
