@@ -58,21 +58,7 @@ func kubeletPrereqs(t *testing.T) {
 func startKubelet(t *testing.T) *kenv {
 	t.Helper()
 	kubeletPrereqs(t)
-	dir, err := os.MkdirTemp("", "csikit-hp-") // short: unix socket paths
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := os.RemoveAll(dir); err != nil {
-			t.Error(err)
-		}
-	})
-	bin := filepath.Join(dir, "hostpath")
-	build := exec.Command("go", "build", "-o", bin, "./examples/hostpath")
-	build.Dir = filepath.Join("..", "..") // the SDK's module: its go.sum
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build examples/hostpath: %v: %s", err, out)
-	}
+	dir, bin := buildHostpath(t)
 	sock := filepath.Join(dir, "csi.sock")
 	env := kube.Start(t, kube.Options{
 		Endpoint: "unix://" + sock, DriverName: hostpathName, NodeName: "node-1",
@@ -112,6 +98,29 @@ func startKubelet(t *testing.T) *kenv {
 	t.Cleanup(func() { k.teardown(t) })
 	waitDriverOnNode(t, env)
 	return k
+}
+
+// buildHostpath builds examples/hostpath into a new short temporary
+// directory (unix socket paths are limited: the test's sockets go there
+// too), removed at cleanup, and returns both.
+func buildHostpath(t *testing.T) (dir, bin string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "csikit-hp-") // short: unix socket paths
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Error(err)
+		}
+	})
+	bin = filepath.Join(dir, "hostpath")
+	build := exec.Command("go", "build", "-o", bin, "./examples/hostpath")
+	build.Dir = filepath.Join("..", "..") // the SDK's module: its go.sum
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build examples/hostpath: %v: %s", err, out)
+	}
+	return dir, bin
 }
 
 // waitDriverOnNode waits until node-1's CSINode lists the hostpath driver

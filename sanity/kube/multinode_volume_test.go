@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -39,21 +38,7 @@ import (
 // fencing driver (csikit.Fencer) they would be refused.
 func TestKubeletNodeLossVolume(t *testing.T) {
 	kubeletPrereqs(t)
-	dir, err := os.MkdirTemp("", "csikit-hp-") // short: unix socket paths
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := os.RemoveAll(dir); err != nil {
-			t.Error(err)
-		}
-	})
-	bin := filepath.Join(dir, "hostpath")
-	build := exec.Command("go", "build", "-o", bin, "./examples/hostpath")
-	build.Dir = filepath.Join("..", "..")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build examples/hostpath: %v: %s", err, out)
-	}
+	dir, bin := buildHostpath(t)
 	sock := filepath.Join(dir, "csi.sock")
 	t0 := time.Now()
 	env := kube.Start(t, kube.Options{
