@@ -81,15 +81,7 @@ func TestKubeletDeploy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := os.MkdirTemp("", "csikit-deploy-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := os.RemoveAll(dir); err != nil {
-			t.Error(err)
-		}
-	})
+	dir := shortTempDir(t, "csikit-deploy-")
 	images := deployImages(t, dir, binDir)
 	t.Logf("images built in %s", time.Since(start).Round(time.Millisecond))
 	env := kube.Start(t, kube.Options{

@@ -95,15 +95,7 @@ func TestE2E(t *testing.T) {
 	} else if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	dir, err := os.MkdirTemp("", "csikit-e2e-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := os.RemoveAll(dir); err != nil {
-			t.Error(err)
-		}
-	})
+	dir := shortTempDir(t, "csikit-e2e-")
 	images := deployImages(t, dir, binDir)
 	e2eImages, err := kube.E2EImages(ctx, dir, "/bin/busybox", binDir)
 	if err != nil {

@@ -100,12 +100,12 @@ func startKubelet(t *testing.T) *kenv {
 	return k
 }
 
-// buildHostpath builds examples/hostpath into a new short temporary
-// directory (unix socket paths are limited: the test's sockets go there
-// too), removed at cleanup, and returns both.
-func buildHostpath(t *testing.T) (dir, bin string) {
+// shortTempDir is a new temporary directory with a short path (unix
+// socket paths are limited to 108 bytes; t.TempDir's holds the test's
+// name), removed at cleanup.
+func shortTempDir(t *testing.T, prefix string) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "csikit-hp-") // short: unix socket paths
+	dir, err := os.MkdirTemp("", prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,6 +114,15 @@ func buildHostpath(t *testing.T) (dir, bin string) {
 			t.Error(err)
 		}
 	})
+	return dir
+}
+
+// buildHostpath builds examples/hostpath into a new short temporary
+// directory (unix socket paths are limited: the test's sockets go there
+// too), removed at cleanup, and returns both.
+func buildHostpath(t *testing.T) (dir, bin string) {
+	t.Helper()
+	dir = shortTempDir(t, "csikit-hp-")
 	bin = filepath.Join(dir, "hostpath")
 	build := exec.Command("go", "build", "-o", bin, "./examples/hostpath")
 	build.Dir = filepath.Join("..", "..") // the SDK's module: its go.sum
