@@ -681,19 +681,7 @@ func (e *Env) stopNode() []error {
 			}
 		}
 	}
-	if n.containerd != nil {
-		if n.containerd.Running() {
-			errs = append(errs, n.removeSandboxes()...)
-		}
-		if err := n.containerd.Stop(); err != nil {
-			errs = append(errs, err)
-		}
-		errs = append(errs, n.killShims()...)
-	}
-	errs = append(errs, unmountBelow(e.Dir)...)
-	errs = append(errs, detachLoopsBelow(e.Dir)...)
-	errs = append(errs, n.removeCgroups()...)
-	errs = append(errs, n.removeAPIRoute()...)
+	errs = append(errs, n.stopRuntime(e.Dir)...)
 	for _, c := range n.chains {
 		if chainExists(c) {
 			for _, j := range c.jumps {
@@ -707,11 +695,7 @@ func (e *Env) stopNode() []error {
 			}
 		}
 	}
-	if _, err := os.Stat(filepath.Join("/sys/class/net", n.bridge)); err == nil {
-		if out, err := exec.Command("ip", "link", "del", n.bridge).CombinedOutput(); err != nil {
-			errs = append(errs, fmt.Errorf("kube: ip link del %s: %v: %s", n.bridge, err, out))
-		}
-	}
+	errs = append(errs, n.removeBridge()...)
 	errs = append(errs, n.removeHostLeftovers()...)
 	for i := len(n.createdDirs) - 1; i >= 0; i-- {
 		errs = append(errs, removeEmptyTree(n.createdDirs[i])...)
