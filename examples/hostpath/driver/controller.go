@@ -70,8 +70,12 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 	}
 
 	src := r.GetVolumeContentSource()
-	if err := d.removeLeftovers(ctx, id); err != nil {
-		return nil, err
+	// An earlier attempt under this ID (a reservation it did not make)
+	// may have left data; a fresh reservation of a random ID cannot have.
+	if !journal.ReservedFresh(ctx) {
+		if err := d.removeLeftovers(ctx, id); err != nil {
+			return nil, err
+		}
 	}
 	if err := d.reserveCapacity(id, v.imageSize(size)); err != nil {
 		return nil, err
