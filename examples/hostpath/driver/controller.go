@@ -296,7 +296,7 @@ func (d *Driver) ListVolumes(ctx context.Context, r *csi.ListVolumesRequest) (*c
 	if limit > 0 {
 		resp.Entries = make([]*csi.ListVolumesResponse_Entry, 0, min(limit, 1000))
 	}
-	err = eachAfterAs(d.store.volumes, after, func(_ string, l *volumeListing) bool {
+	err = eachAfterAs(d.store.volumes, after, func(id string, l *volumeListing) bool {
 		if limit > 0 && len(resp.Entries) == limit {
 			resp.NextToken = encodeToken(resp.Entries[len(resp.Entries)-1].GetVolume().GetVolumeId())
 			return false
@@ -315,6 +315,8 @@ func (d *Driver) ListVolumes(ctx context.Context, r *csi.ListVolumesRequest) (*c
 			ctx = d.csiVolume(&volume{Kind: l.Kind, FSType: l.FSType}, nil).VolumeContext
 			contexts[[2]string{string(l.Kind), l.FSType}] = ctx
 		}
+		// l.ID is the key's string, or a copy for a record whose ID
+		// differs from its key (none should).
 		b.volume.VolumeId, b.volume.CapacityBytes = l.ID, l.Capacity
 		b.volume.VolumeContext, b.volume.AccessibleTopology = ctx, topology
 		b.entry.Volume, b.entry.Status = &b.volume, &b.status
