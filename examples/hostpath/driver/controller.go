@@ -407,8 +407,8 @@ func (d *Driver) ControllerExpandVolume(ctx context.Context, r *csi.ControllerEx
 			return nil, status.Errorf(codes.Internal, "grow backing file: %v", err)
 		}
 		if _, err := os.Stat(d.stagedMarker(v.ID)); v.Kind == kindFS && errNotExist(err) {
-			if err := d.growExt4Offline(ctx, d.volumeImage(v.ID)); err != nil {
-				d.shrinkBackAfterFailedGrow(&v)
+			if res, err := d.growExt4Offline(ctx, d.volumeImage(v.ID)); err != nil {
+				d.shrinkBackAfterFailedGrow(&v, res)
 				d.ledger.cancel(v.ID)
 				return nil, err
 			}
