@@ -11,6 +11,7 @@ import (
 	"github.com/container-storage-interface/spec/lib/go/csi"
 
 	"github.com/csikit/csikit/k8s/testdriver"
+	"github.com/csikit/csikit/mount"
 )
 
 func testdriverCommand() *command {
@@ -30,7 +31,14 @@ csikit csidriver prints the CSIDriver object:
   - topology and TopologyKeys from VOLUME_ACCESSIBILITY_CONSTRAINTS and
     NodeGetInfo's accessible topology; volumeLimits from its
     max_volumes_per_node;
-  - capacity from GET_CAPACITY, volumeMountGroup from VOLUME_MOUNT_GROUP.
+  - capacity from GET_CAPACITY, volumeMountGroup from VOLUME_MOUNT_GROUP;
+  - readWriteOncePod from the access modes as Kubernetes sends
+    ReadWriteOncePod: SINGLE_NODE_WRITER, or SINGLE_NODE_SINGLE_WRITER
+    for a driver advertising SINGLE_NODE_MULTI_WRITER;
+  - the smallest claim size from the filesystem types: the smallest
+    file system the installed mkfs makes of each (xfs: about 300Mi), so
+    the suite's restore and clone claims are not refused as smaller
+    than their source.
 
 What the CSI API does not show comes from the options: raw block
 support, the access modes served (RWX, capReadOnlyMany,
@@ -56,7 +64,7 @@ e2e.test -ginkgo.focus='External.Storage' -storage.testdriver=test-driver.yaml`,
 			fs.BoolVar(&o.SingleNodeVolume, "single-node-volume", false, "a volume is usable on one node only")
 			fs.BoolVar(&o.NoExec, "noexec", false, "volumes are mounted noexec")
 			fs.BoolVar(&o.InlineVolumes, "inline", false, "test a CSI inline ephemeral volume (CSIDriver lifecycle mode Ephemeral)")
-			fs.StringVar(&o.SizeMin, "size-min", "", "smallest claim `SIZE` (default 1Mi)")
+			fs.StringVar(&o.SizeMin, "size-min", "", "smallest claim `SIZE` (default: the smallest file system mkfs makes of the filesystem types, at least 1Mi)")
 			fs.StringVar(&o.SizeMax, "size-max", "", "largest claim `SIZE`")
 			timeouts := mapFlag{}
 			fs.Var(timeouts, "suite-timeout", "override the suite's timeout `NAME=DURATION` (repeatable, e.g. PodStart=10m)")
@@ -84,6 +92,16 @@ e2e.test -ginkgo.focus='External.Storage' -storage.testdriver=test-driver.yaml`,
 				}
 				if len(timeouts) > 0 {
 					o.Timeouts = timeouts
+				}
+				if o.SizeMin == "" {
+					min, err := fsMinSize(e.ctx, append(slices.Clone(o.FSTypes), o.FSType))
+					if err != nil {
+						e.errorf("testdriver: %s (or give --size-min)", errText(err))
+						return exitFail
+					}
+					if min > 1<<20 {
+						o.SizeMin = fmt.Sprintf("%dMi", (min+1<<20-1)>>20)
+					}
 				}
 				conn, err := dial(args[0])
 				if err != nil {
@@ -119,4 +137,22 @@ e2e.test -ginkgo.focus='External.Storage' -storage.testdriver=test-driver.yaml`,
 			}
 		},
 	}
+}
+
+// fsMinSize is the size of the smallest file system mkfs makes of any of
+// fsTypes ("" items are skipped; 0 for none), by mount.MinSize.
+func fsMinSize(ctx context.Context, fsTypes []string) (int64, error) {
+	var min int64
+	m := mount.New(mount.Options{})
+	for _, t := range fsTypes {
+		if t == "" {
+			continue
+		}
+		n, err := m.MinSize(ctx, t)
+		if err != nil {
+			return 0, fmt.Errorf("the smallest %s file system: %w", t, err)
+		}
+		min = max(min, n)
+	}
+	return min, nil
 }

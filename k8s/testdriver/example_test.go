@@ -44,7 +44,7 @@ func ExampleFromCapabilities() {
 	//     onlineExpansion: false
 	//     persistence: true
 	//     pvcDataSource: false
-	//     readWriteOncePod: false
+	//     readWriteOncePod: true
 	//     singleNodeVolume: false
 	//     snapshotDataSource: true
 	//     snapshotMetadata: false

@@ -77,7 +77,9 @@ type Options struct {
 	// default ReadWriteOnceWithFSType; "File" or "None").
 	FSGroupPolicy string
 	// AccessModes are the access modes the driver serves (csikit.Options'
-	// AccessModes; default SINGLE_NODE_WRITER).
+	// AccessModes; default SINGLE_NODE_WRITER). ReadWriteOncePod needs
+	// SINGLE_NODE_WRITER, or SINGLE_NODE_SINGLE_WRITER from a driver
+	// advertising SINGLE_NODE_MULTI_WRITER (what Kubernetes then sends).
 	AccessModes []csi.VolumeCapability_AccessMode_Mode
 	// MaxVolumesPerNode is NodeGetInfo's max_volumes_per_node (0: none).
 	MaxVolumesPerNode int64
@@ -203,7 +205,7 @@ func FromCapabilities(name string, caps Capabilities, opts Options) (*Definition
 			MultiPods:           true,
 			RWX:                 slices.Contains(modes, csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER),
 			ReadOnlyMany:        slices.Contains(modes, csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY),
-			ReadWriteOncePod:    slices.Contains(modes, csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER),
+			ReadWriteOncePod:    readWriteOncePod(modes, hasCtrl(csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER), hasNode(csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER)),
 			ControllerExpansion: expand,
 			NodeExpansion:       nodeExpand,
 			OnlineExpansion:     (expand || nodeExpand) && expansion == csi.PluginCapability_VolumeExpansion_ONLINE,
@@ -233,6 +235,23 @@ func FromCapabilities(name string, caps Capabilities, opts Options) (*Definition
 		d.InlineVolumes = []InlineVolume{{Attributes: opts.InlineAttributes}}
 	}
 	return d, nil
+}
+
+// readWriteOncePod reports whether a claim with access mode
+// ReadWriteOncePod reaches a driver serving modes: external-provisioner
+// and external-attacher (ctrlMultiWriter: the controller advertises
+// SINGLE_NODE_MULTI_WRITER) and kubelet (nodeMultiWriter, likewise on the
+// node) pass it as SINGLE_NODE_SINGLE_WRITER to a driver with that
+// capability and as SINGLE_NODE_WRITER to one without (csi-lib-utils'
+// accessmodes), the scheduler and kubelet keeping the volume to one pod.
+func readWriteOncePod(modes []csi.VolumeCapability_AccessMode_Mode, ctrlMultiWriter, nodeMultiWriter bool) bool {
+	want := func(multiWriter bool) csi.VolumeCapability_AccessMode_Mode {
+		if multiWriter {
+			return csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER
+		}
+		return csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER
+	}
+	return slices.Contains(modes, want(ctrlMultiWriter)) && slices.Contains(modes, want(nodeMultiWriter))
 }
 
 // YAML returns the definition as the YAML file e2e.test's

@@ -45,6 +45,8 @@ func TestFromCapabilities(t *testing.T) {
 			csi.ControllerServiceCapability_RPC_CLONE_VOLUME, csi.ControllerServiceCapability_RPC_EXPAND_VOLUME),
 		Node: node(csi.NodeServiceCapability_RPC_EXPAND_VOLUME, csi.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP),
 	}
+	snmw := testdriver.Capabilities{Controller: ctrl(csi.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER),
+		Node: node(csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER)}
 	for _, c := range []struct {
 		name string
 		caps testdriver.Capabilities
@@ -55,10 +57,10 @@ func TestFromCapabilities(t *testing.T) {
 			testdriver.Persistence: false, testdriver.SnapshotDataSource: false, testdriver.ControllerExpansion: false,
 			testdriver.OnlineExpansion: false, testdriver.OfflineExpansion: false, testdriver.Topology: false,
 			testdriver.FSGroup: false, testdriver.Exec: true, testdriver.MultiPods: true, testdriver.Block: false,
-			testdriver.RWX: false, testdriver.ReadWriteOncePod: false, testdriver.VolumeLimits: false}},
+			testdriver.RWX: false, testdriver.ReadWriteOncePod: true, testdriver.VolumeLimits: false}},
 		{"full", full, testdriver.Options{Block: true, MaxVolumesPerNode: 3, TopologyKeys: []string{"zone"}, SingleNodeVolume: true,
 			AccessModes: []csi.VolumeCapability_AccessMode_Mode{csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER,
-				csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY, csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER}},
+				csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY, csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}},
 			map[testdriver.Capability]bool{
 				testdriver.Persistence: true, testdriver.SnapshotDataSource: true, testdriver.PVCDataSource: true,
 				testdriver.ControllerExpansion: true, testdriver.NodeExpansion: true,
@@ -72,6 +74,20 @@ func TestFromCapabilities(t *testing.T) {
 		{"fsgroup-file", testdriver.Capabilities{}, testdriver.Options{FSGroupPolicy: "File"}, map[testdriver.Capability]bool{testdriver.FSGroup: true}},
 		{"fsgroup-none", testdriver.Capabilities{}, testdriver.Options{FSGroupPolicy: "None", FSType: "ext4"}, map[testdriver.Capability]bool{testdriver.FSGroup: false}},
 		{"noexec", testdriver.Capabilities{}, testdriver.Options{NoExec: true}, map[testdriver.Capability]bool{testdriver.Exec: false}},
+		// ReadWriteOncePod reaches a driver without SINGLE_NODE_MULTI_WRITER
+		// as SINGLE_NODE_WRITER (csi-lib-utils' accessmodes, kubelet), and
+		// one with it as SINGLE_NODE_SINGLE_WRITER, on each side.
+		{"rwop-single-node-writer", testdriver.Capabilities{}, testdriver.Options{}, map[testdriver.Capability]bool{testdriver.ReadWriteOncePod: true}},
+		{"rwop-multi-writer-without-single-writer", snmw, testdriver.Options{AccessModes: []csi.VolumeCapability_AccessMode_Mode{
+			csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER, csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER}},
+			map[testdriver.Capability]bool{testdriver.ReadWriteOncePod: false}},
+		{"rwop-multi-writer", snmw, testdriver.Options{AccessModes: []csi.VolumeCapability_AccessMode_Mode{
+			csi.VolumeCapability_AccessMode_SINGLE_NODE_MULTI_WRITER, csi.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER}},
+			map[testdriver.Capability]bool{testdriver.ReadWriteOncePod: true}},
+		{"rwop-node-multi-writer-only", testdriver.Capabilities{Node: node(csi.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER)},
+			testdriver.Options{}, map[testdriver.Capability]bool{testdriver.ReadWriteOncePod: false}},
+		{"rwop-read-only", testdriver.Capabilities{}, testdriver.Options{AccessModes: []csi.VolumeCapability_AccessMode_Mode{
+			csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY}}, map[testdriver.Capability]bool{testdriver.ReadWriteOncePod: false}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			d, err := testdriver.FromCapabilities("x.csikit.dev", c.caps, c.opts)

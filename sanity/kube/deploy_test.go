@@ -66,14 +66,22 @@ func applyHostpathDeploy(t *testing.T, env *kube.Env, manifests ...string) {
 		[]byte(`{"metadata":{"labels":{"csikit-hostpath":"controller"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	root, state := env.KubeletDir(), hostpathState(env)
 	for _, m := range manifests {
 		env.ApplyFile(t, hostpathDeploy(m))
 	}
+	applyHostpathDriver(t, env)
+}
+
+// applyHostpathDriver applies node.yaml and controller.yaml of
+// examples/hostpath/deploy with the test's image, the kubelet's root
+// directory and the state directory hostpathState.
+func applyHostpathDriver(t *testing.T, env *kube.Env) {
+	t.Helper()
+	root := env.KubeletDir()
 	env.ApplyFile(t, hostpathDeploy("node.yaml"),
 		"csikit/hostpath:latest", hostpathImage,
 		"/var/lib/kubelet", root,
-		"{path: /var/lib/csikit-hostpath, type: DirectoryOrCreate}", "{path: "+state+", type: DirectoryOrCreate}")
+		"{path: /var/lib/csikit-hostpath, type: DirectoryOrCreate}", "{path: "+hostpathState(env)+", type: DirectoryOrCreate}")
 	env.ApplyFile(t, hostpathDeploy("controller.yaml"), "/var/lib/kubelet", root)
 }
 
@@ -296,6 +304,37 @@ func TestKubeletDeploy(t *testing.T) {
 		})
 		h.noPodMounts(uid)
 		t.Logf("node plugin pod replaced under a running pod in %s", time.Since(t0).Round(time.Millisecond))
+	})
+
+	t.Run("delete-pods-unpublishes-before-the-driver-goes", func(t *testing.T) {
+		h := &h{t: t, env: env, ctx: context.Background()}
+		if !provisioned {
+			t.Skip("needs the claim of controller-sidecars-provision-attach-publish")
+		}
+		t0 := time.Now()
+		// Env.DeletePods is what the environment's Cleanup runs, also while
+		// a suite's last pods still hold volumes: the driver's own pods (the
+		// DaemonSet's, the Deployment's) must outlive them, or kubelet
+		// cannot unpublish and the pods never go.
+		w := h.podSpec("dep-holder", "sleep 3600", pvcVolume("data", "dep-data"))
+		h.createPod(w)
+		w = h.ready("dep-holder")
+		if len(h.podMounts(string(w.UID))) == 0 {
+			t.Fatal("the running pod has no volume mount below kubelet's pods directory")
+		}
+		if err := env.DeletePods(h.ctx, kubeletWait); err != nil {
+			t.Fatal(err)
+		}
+		h.noPodMounts(string(w.UID))
+		t.Logf("pods deleted, the volume's first, in %s", time.Since(t0).Round(time.Millisecond))
+		// The driver again, for the teardown's claim deletion.
+		applyHostpathDriver(t, env)
+		kube.WaitFor(t, kubeletWait, "the driver's pods Ready again", func(ctx context.Context) (bool, string, error) {
+			if ok, msg, err := env.PodsReady(ctx, deployNS, "app=csikit-hostpath-node", 1, 1); !ok || err != nil {
+				return ok, msg, err
+			}
+			return env.PodsReady(ctx, deployNS, "app=csikit-hostpath-controller", 1, 4)
+		})
 	})
 }
 

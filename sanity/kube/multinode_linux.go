@@ -119,6 +119,7 @@ func (n *node) stopRuntime(dir string) []error {
 		errs = append(errs, n.killShims()...)
 	}
 	errs = append(errs, unmountBelow(dir)...)
+	errs = append(errs, detachLoopsBelow(dir)...)
 	errs = append(errs, n.removeCgroups()...)
 	return append(errs, n.removeAPIRoute()...)
 }

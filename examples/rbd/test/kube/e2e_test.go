@@ -130,6 +130,7 @@ func TestE2E(t *testing.T) {
 		"csikit/rbd:latest", rbdImage,
 		monitors, c.Monitors,
 		"--mapper=krbd", "--mapper=rbd-fuse", // no rbd module in this kernel
+		"--pool=rbd", "--pool="+pool, // where the node registers
 		"/var/lib/kubelet", root,
 		"{path: /var/lib/csikit-rbd, type: DirectoryOrCreate}", "{path: "+state+", type: DirectoryOrCreate}")
 	env.ApplyFile(t, filepath.Join("..", "..", "deploy", "controller.yaml"),
