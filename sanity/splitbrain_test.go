@@ -8,7 +8,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,6 +25,7 @@ import (
 	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/block"
 	"github.com/csikit/csikit/command"
+	"github.com/csikit/csikit/csitest"
 	"github.com/csikit/csikit/internal/testenv"
 	"github.com/csikit/csikit/journal"
 	"github.com/csikit/csikit/sanity"
@@ -301,30 +301,11 @@ func sbTargetFS(t *testing.T, mode, fs string, trials int) (sanity.Target, sanit
 	if mode == "fence" {
 		driver = fencingNode{fencing{d}, sbNode{d, "node-a"}}
 	}
-	srvB, err := csikit.NewServer(sbNode{d, "node-b"}, csikit.Options{Name: opts.Name, Version: "v1", NodeID: "node-b"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sockDir, err := os.MkdirTemp("", "sb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("unix", filepath.Join(sockDir, "b.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srvB.Serve(ctx, lis) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		os.RemoveAll(sockDir)
-	})
+	srvB := csitest.NewServer(t, sbNode{d, "node-b"}, csikit.Options{Name: opts.Name, Version: "v1", NodeID: "node-b"})
 	cfg := sanity.Config{
 		Areas: sanity.SplitBrain,
 		SplitBrain: &sanity.SplitBrainConfig{
-			NodeB:  "unix://" + filepath.Join(sockDir, "b.sock"),
+			NodeB:  srvB.Endpoint,
 			Trials: trials,
 			Settle: time.Second,
 			Check: func(ctx context.Context, id string) error {

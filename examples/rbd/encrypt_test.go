@@ -58,6 +58,26 @@ func encServer(t *testing.T, c cephtest.Cluster, mapper, state string) (*csitest
 	return s, d
 }
 
+// createEncrypted creates the encrypted 16 MiB volume name with
+// capability vc on s, and returns it with its deletion, for the test to
+// defer before the server's Close.
+func createEncrypted(t *testing.T, s *csitest.Server, c cephtest.Cluster, name string, vc *csi.VolumeCapability) (*csi.Volume, func()) {
+	t.Helper()
+	ctx := context.Background()
+	resp, err := s.Controller.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: name, VolumeCapabilities: []*csi.VolumeCapability{vc},
+		Parameters: map[string]string{driver.ParamPool: c.Pool, driver.ParamEncrypted: "true"}, Secrets: c.Secrets(),
+		CapacityRange: &csi.CapacityRange{RequiredBytes: 16 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vol := resp.GetVolume()
+	return vol, func() {
+		if _, err := s.Controller.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: vol.GetVolumeId(), Secrets: c.Secrets()}); err != nil {
+			t.Errorf("delete: %v", err)
+		}
+	}
+}
+
 // encSecrets are c's Ceph credentials plus passphrase under crypt.SecretKey.
 func encSecrets(c cephtest.Cluster, passphrase string) map[string]string {
 	s := c.Secrets()
@@ -111,18 +131,8 @@ func TestEncryptedStageWithoutKey(t *testing.T) {
 	s, d := encServer(t, c, driver.MapperFUSE, state)
 	defer func() { _ = s.Close(); _ = d.Close() }()
 	vc := sanityKinds[0].capability()
-	resp, err := s.Controller.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "enc-nokey", VolumeCapabilities: []*csi.VolumeCapability{vc},
-		Parameters: map[string]string{driver.ParamPool: c.Pool, driver.ParamEncrypted: "true"}, Secrets: c.Secrets(),
-		CapacityRange: &csi.CapacityRange{RequiredBytes: 16 << 20}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	vol := resp.GetVolume()
-	defer func() {
-		if _, err := s.Controller.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: vol.GetVolumeId(), Secrets: c.Secrets()}); err != nil {
-			t.Errorf("delete: %v", err)
-		}
-	}()
+	vol, del := createEncrypted(t, s, c, "enc-nokey", vc)
+	defer del()
 	for name, secrets := range map[string]map[string]string{"missing": c.Secrets(), "empty": encSecrets(c, "")} {
 		staging := filepath.Join(t.TempDir(), "staging")
 		_, err := s.Node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: vol.GetVolumeId(), StagingTargetPath: staging,
@@ -409,18 +419,8 @@ func TestEncryptedBlockExpansionNeedsNode(t *testing.T) {
 	s, d := encServer(t, c, driver.MapperFUSE, t.TempDir())
 	defer func() { _ = s.Close(); _ = d.Close() }()
 	vc := sanityKinds[2].capability()
-	resp, err := s.Controller.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "enc-expand-block", VolumeCapabilities: []*csi.VolumeCapability{vc},
-		Parameters: map[string]string{driver.ParamPool: c.Pool, driver.ParamEncrypted: "true"}, Secrets: c.Secrets(),
-		CapacityRange: &csi.CapacityRange{RequiredBytes: 16 << 20}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	vol := resp.GetVolume()
-	defer func() {
-		if _, err := s.Controller.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: vol.GetVolumeId(), Secrets: c.Secrets()}); err != nil {
-			t.Errorf("delete: %v", err)
-		}
-	}()
+	vol, del := createEncrypted(t, s, c, "enc-expand-block", vc)
+	defer del()
 	expand := func(size int64) bool {
 		t.Helper()
 		r, err := s.Controller.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: vol.GetVolumeId(),

@@ -11,8 +11,10 @@
 // no node-driver-registrar) and serves /healthz, /readyz and /metrics
 // (--metrics-address, no livenessprobe sidecar).
 //
-// Ceph credentials come only from the CSI secrets of each request
-// (userID, userKey); no flag or file holds a key. Build with
+// Ceph credentials come from the CSI secrets of each request (userID,
+// userKey); no flag holds a key. --secrets-dir names a mounted Secret
+// (files userID and userKey) for the work no request brings secrets to:
+// lifting and renewing fences after a restart, registering a node. Build with
 // -tags pacific (or the tag of the Ceph release whose librbd you link).
 package main
 
@@ -39,12 +41,13 @@ import (
 
 type config struct {
 	endpoint, monitors, pool, nodeID, zone, stateDir, mapper, driverName, logLevel string
+	secretsDir, nbdLockFile                                                        string
 	metricsAddr, kubeletRegistration, kubeletRegistrationDir                       string
 	cloneDepth                                                                     int
 	timeout                                                                        time.Duration
 	createLease                                                                    time.Duration
 	fenceExpiry                                                                    time.Duration
-	printCSIDriver, showVersion                                                    bool
+	printCSIDriver, showVersion, requireNodes                                      bool
 }
 
 func main() {
@@ -64,12 +67,15 @@ func parseFlags(args []string) (*config, error) {
 	fs.StringVar(&c.nodeID, "nodeid", host, "node ID")
 	fs.StringVar(&c.zone, "zone", "", "this node's zone (topology "+driver.TopologyKey+"); empty: no topology")
 	fs.StringVar(&c.stateDir, "state-dir", "/var/lib/csikit-rbd", "node working directory (root-only)")
+	fs.StringVar(&c.nbdLockFile, "nbd-lock-file", driver.DefaultNBDLockFile, "host-wide lock under which rbd-nbd stages pick their /dev/nbdN: the same host path for every node plugin on the host")
 	fs.StringVar(&c.mapper, "mapper", driver.MapperKRBD, "default mapper: krbd, rbd-nbd or rbd-fuse")
 	fs.StringVar(&c.driverName, "driver-name", "rbd.csikit.dev", "CSI driver name")
 	fs.IntVar(&c.cloneDepth, "max-clone-depth", 8, "flatten clones whose parent chain is longer (negative: always)")
 	fs.DurationVar(&c.timeout, "ceph-timeout", 30*time.Second, "timeout of each Ceph operation")
 	fs.DurationVar(&c.createLease, "create-lease", driver.DefaultCreateLease, "how long a create's journal reservation stays its own unrenewed (a running create renews it); the sweep of abandoned creates takes over only expired ones")
 	fs.DurationVar(&c.fenceExpiry, "fence-expiry", driver.DefaultFenceExpiry, "how long the blocklist entries of a fence last unless Unfence lifts them (README: Node loss and fencing)")
+	fs.StringVar(&c.secretsDir, "secrets-dir", "", "directory holding the files userID and userKey (a mounted Secret): standing Ceph credentials for the calls without secrets (Unfence and fence renewal after a restart, node registration)")
+	fs.BoolVar(&c.requireNodes, "require-node-registration", false, "publish only to nodes whose node plugin registered (at NodeGetInfo, with --secrets-dir, in --pool); any other node ID is NOT_FOUND")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.metricsAddr, "metrics-address", "", "address for /metrics, /healthz and /readyz (empty = off)")
 	fs.StringVar(&c.kubeletRegistration, "kubelet-registration-path", "", "register with kubelet directly (no node-driver-registrar): the CSI socket's path on the host, e.g. /var/lib/kubelet/plugins/rbd.csikit.dev/csi.sock")
@@ -108,8 +114,9 @@ func run(args []string) error {
 	}
 	d, err := driver.New(driver.Options{
 		Monitors: monitors, DefaultPool: cfg.pool, NodeID: cfg.nodeID, Zone: cfg.zone,
-		StateDir: cfg.stateDir, Mapper: cfg.mapper, MaxCloneDepth: cfg.cloneDepth,
-		OpTimeout: cfg.timeout, CreateLease: cfg.createLease, FenceExpiry: cfg.fenceExpiry, Logger: logger,
+		StateDir: cfg.stateDir, NBDLockFile: cfg.nbdLockFile, Mapper: cfg.mapper, MaxCloneDepth: cfg.cloneDepth,
+		OpTimeout: cfg.timeout, CreateLease: cfg.createLease, FenceExpiry: cfg.fenceExpiry, SecretsDir: cfg.secretsDir,
+		RequireNodeRegistration: cfg.requireNodes, Logger: logger,
 	})
 	if err != nil {
 		return err
@@ -166,6 +173,9 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	// Fences outlive their --fence-expiry while their nodes stay fenced:
+	// renewed in the background, stopped with the other parts.
+	r.Add("fence-renewal", runner.Func(d.RenewFences))
 	return r.Run(context.Background()) // until SIGINT or SIGTERM
 }
 

@@ -71,12 +71,6 @@ func (k sanityKind) config(t *testing.T, c cephtest.Cluster, log func() ([]byte,
 		skip["mount/Expansion/NodeExpandVolume/after_publish"] = why
 		skip["mount/DataPath/expansion_visible_on_node"] = why
 	}
-	// ControllerPublishVolume cannot tell an unknown node: the driver
-	// keeps no list of nodes (Kubernetes' attacher publishes only to
-	// nodes whose CSINode names the driver).
-	for _, a := range []string{"mount", "block"} {
-		skip[a+"/Controller/ControllerPublishVolume/unknown_node"] = "the driver keeps no list of nodes: Kubernetes' attacher publishes only to nodes whose CSINode names it"
-	}
 	params := map[string]string{driver.ParamPool: c.Pool}
 	for key, v := range k.params {
 		params[key] = v
@@ -96,15 +90,34 @@ func (k sanityKind) config(t *testing.T, c cephtest.Cluster, log func() ([]byte,
 	}
 }
 
+// secretsDir writes c's credentials as a mounted Secret holds them (one
+// root-only file per key) for --secrets-dir and returns the directory.
+func secretsDir(t *testing.T, c cephtest.Cluster) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "secret")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range c.Secrets() {
+		if err := os.WriteFile(filepath.Join(dir, k), []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
 // TestSanity runs csikit's conformance harness against the driver (in
 // this process) on the real cluster, once per sanityKinds entry, with the
-// rbd-fuse mapper (this CI kernel has no rbd or nbd module).
+// rbd-fuse mapper (this CI kernel has no rbd or nbd module). The node
+// plugin registers itself (standing credentials) and the controller
+// publishes to registered nodes only, so a publish to an unknown node is
+// NOT_FOUND.
 func TestSanity(t *testing.T) {
 	c := cephtest.Require(t)
 	requireNode(t)
 	for _, kind := range sanityKinds {
 		t.Run(kind.name, func(t *testing.T) {
-			state := t.TempDir()
+			state, secrets := t.TempDir(), secretsDir(t, c)
 			log := &sanity.LogBuffer{}
 			logger := slog.New(slog.NewJSONHandler(log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			cfg := kind.config(t, c, log.Bytes)
@@ -112,6 +125,7 @@ func TestSanity(t *testing.T) {
 				d, err := driver.New(driver.Options{
 					Monitors: c.Monitors, DefaultPool: c.Pool, NodeID: "sanity-node", StateDir: state,
 					Mapper: driver.MapperFUSE, MaxCloneDepth: 1, Logger: logger,
+					SecretsDir: secrets, RequireNodeRegistration: true,
 				})
 				if err != nil {
 					return nil, csikit.Options{}, err
@@ -137,7 +151,7 @@ func TestSanityEndpoint(t *testing.T) {
 	bin := driverBinary(t)
 	for _, kind := range sanityKinds {
 		t.Run(kind.name, func(t *testing.T) {
-			dir := t.TempDir()
+			dir, secrets := t.TempDir(), secretsDir(t, c)
 			sock, logFile := filepath.Join(dir, "csi.sock"), filepath.Join(dir, "driver.log")
 			var cmd *exec.Cmd
 			start := func() error {
@@ -149,7 +163,8 @@ func TestSanityEndpoint(t *testing.T) {
 				defer lf.Close()
 				cmd = exec.Command(bin, "--endpoint", "unix://"+sock, "--nodeid", "sanity-node",
 					"--monitors", c.Monitors, "--pool", c.Pool, "--state-dir", filepath.Join(dir, "state"),
-					"--mapper", "rbd-fuse", "--max-clone-depth", "1", "--log-level", "debug")
+					"--mapper", "rbd-fuse", "--max-clone-depth", "1", "--log-level", "debug",
+					"--secrets-dir", secrets, "--require-node-registration")
 				cmd.Stderr = lf
 				if err := cmd.Start(); err != nil {
 					return err

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/csikit/csikit"
+	"github.com/csikit/csikit/csitest"
 	"github.com/csikit/csikit/examples/rbd/driver"
 	"github.com/csikit/csikit/examples/rbd/internal/cephtest"
 	"github.com/csikit/csikit/sanity"
@@ -95,26 +95,7 @@ func splitBrain(t *testing.T, c cephtest.Cluster, mapper string, trials int, opT
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = dB.Close() })
-	srvB, err := csikit.NewServer(dB.Service(), dB.ServerOptions(csikit.Options{Name: "rbd.csikit.dev", Version: "v0.0.0-sanity", NodeID: "node-b"}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sockDir, err := os.MkdirTemp("", "rbd-sb")
-	if err != nil {
-		t.Fatal(err)
-	}
-	lis, err := net.Listen("unix", filepath.Join(sockDir, "b.sock"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srvB.Serve(ctx, lis) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		_ = os.RemoveAll(sockDir)
-	})
+	srvB := csitest.NewServer(t, dB.Service(), dB.ServerOptions(csikit.Options{Name: "rbd.csikit.dev", Version: "v0.0.0-sanity", NodeID: "node-b"}))
 	daemon := map[string]string{driver.MapperFUSE: "rbd-fuse", driver.MapperNBD: "rbd-nbd"}[mapper]
 	probe := mapper != driver.MapperFUSE
 	var probes probeTally
@@ -146,7 +127,7 @@ func splitBrain(t *testing.T, c cephtest.Cluster, mapper string, trials int, opT
 		Parameters: map[string]string{driver.ParamPool: c.Pool},
 		Secrets:    c.Secrets(),
 		SplitBrain: &sanity.SplitBrainConfig{
-			NodeB:  "unix://" + filepath.Join(sockDir, "b.sock"),
+			NodeB:  srvB.Endpoint,
 			Trials: trials,
 			Freeze: freeze,
 			Check: func(ctx context.Context, id string) error {

@@ -4,20 +4,14 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	snapv1 "github.com/kubernetes-csi/external-snapshotter/client/v8/apis/volumesnapshot/v1"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/csikit/csikit/sanity/kube"
 )
@@ -29,20 +23,12 @@ const hostpathImage = "csikit.local/hostpath:test"
 // deployNS is the namespace of examples/hostpath/deploy.
 const deployNS = "csikit-hostpath"
 
-// sidecarModules maps the sidecars of deploy/controller.yaml to the
-// modules of this module's tool block they are built from.
-var sidecarModules = map[string]string{
-	kube.BinProvisioner: "github.com/kubernetes-csi/external-provisioner",
-	kube.BinAttacher:    "github.com/kubernetes-csi/external-attacher",
-	kube.BinResizer:     "github.com/kubernetes-csi/external-resizer",
-	kube.BinSnapshotter: "github.com/kubernetes-csi/external-snapshotter",
-}
-
 // deployImages builds the images deploy/node.yaml and deploy/controller.yaml
 // run, as tarballs in dir: examples/hostpath (static, CGO_ENABLED=0) with a
-// static busybox for a shell and mount(8), and each sidecar of the tool
-// block under the very reference controller.yaml names — after checking
-// that the reference's tag is the version the tool block builds.
+// static busybox for a shell and mount(8) and hostpathTools, and each
+// sidecar of the tool block under the very reference controller.yaml
+// names (kube.SidecarImages checks the reference's tag is the version the
+// tool block builds).
 func deployImages(t *testing.T, dir, binDir string) []string {
 	t.Helper()
 	ctx := context.Background()
@@ -50,88 +36,33 @@ func deployImages(t *testing.T, dir, binDir string) []string {
 	if err := kube.BuildStatic(ctx, filepath.Join("..", ".."), "./examples/hostpath", bin); err != nil {
 		t.Fatal(err)
 	}
-	applets, err := exec.Command("/bin/busybox", "--list").Output()
-	if err != nil {
-		t.Fatalf("busybox --list: %v", err)
+	tar := filepath.Join(dir, "hostpath.tar")
+	if err := kube.WriteDriverImage(ctx, tar, kube.DriverImage{Ref: hostpathImage, Driver: bin, Tools: hostpathTools,
+		Files: []kube.ImageFile{{Path: "/etc/mke2fs.conf", Source: "/etc/mke2fs.conf", Mode: 0o644}}}); err != nil {
+		t.Fatalf("the hostpath image (Debian's e2fsprogs, xfsprogs, util-linux, mount): %v", err)
 	}
-	files, err := kube.BusyboxFiles("/bin/busybox", strings.Fields(string(applets)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	files = append(files, kube.ImageFile{Path: "/hostpath", Source: bin})
-	// What the Dockerfile installs from Debian (e2fsprogs, xfsprogs,
-	// util-linux, mount): the filesystem kinds format, check, grow and
-	// probe with them, from the host at the same paths.
-	for _, p := range hostpathTools {
-		tool, err := kube.ExecutableFiles(p, p)
-		if b, rerr := os.ReadFile(p); err != nil && rerr == nil && strings.HasPrefix(string(b), "#!/bin/sh") {
-			tool, err = []kube.ImageFile{{Path: p, Source: p}}, nil // fsck.xfs: busybox's sh runs it
-		}
-		if err != nil {
-			t.Fatalf("the hostpath image's %s (Debian's e2fsprogs, xfsprogs, util-linux, mount): %v", p, err)
-		}
-		for _, f := range tool {
-			if !slices.ContainsFunc(files, func(g kube.ImageFile) bool { return g.Path == f.Path }) {
-				files = append(files, f)
-			}
-		}
-	}
-	files = append(files, kube.ImageFile{Path: "/etc/mke2fs.conf", Source: "/etc/mke2fs.conf", Mode: 0o644})
-	tars := []string{filepath.Join(dir, "hostpath.tar")}
-	if err := kube.WriteImage(tars[0], hostpathImage, kube.ImageConfig{Entrypoint: []string{"/hostpath"}}, files); err != nil {
-		t.Fatal(err)
-	}
-	gomod, err := os.ReadFile("go.mod")
+	ctrl, err := os.ReadFile(hostpathDeploy("controller.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, ref := range manifestImages(t, "controller.yaml") {
-		mod, ok := sidecarModules[name]
-		if !ok {
-			t.Fatalf("controller.yaml: container %s (%s) is not a sidecar this module builds", name, ref)
-		}
-		m := regexp.MustCompile(regexp.QuoteMeta(mod) + `(/v\d+)? (v[0-9.]+)\b`).FindSubmatch(gomod)
-		if m == nil || !strings.HasSuffix(ref, ":"+string(m[2])) {
-			t.Fatalf("controller.yaml runs %s, but go.mod's tool block builds %s %s: update one of them", ref, mod, m)
-		}
-		files, err := kube.ExecutableFiles(filepath.Join(binDir, name), "/"+name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tar := filepath.Join(dir, name+".tar")
-		if err := kube.WriteImage(tar, ref, kube.ImageConfig{Entrypoint: []string{"/" + name}}, files); err != nil {
-			t.Fatal(err)
-		}
-		tars = append(tars, tar)
+	sidecars, err := kube.SidecarImages(dir, binDir, ctrl)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return tars
+	if len(sidecars) != 4 {
+		t.Fatalf("controller.yaml: sidecar images %v, want provisioner, attacher, resizer and snapshotter", sidecars)
+	}
+	return append([]string{tar}, sidecars...)
 }
 
 // hostpathTools are the host programs the hostpath image carries, as
-// examples/hostpath/Dockerfile installs them.
+// examples/hostpath/Dockerfile installs them (Debian's e2fsprogs,
+// xfsprogs, util-linux, mount): the filesystem kinds format, check, grow
+// and probe with them.
 var hostpathTools = []string{
 	"/usr/sbin/mkfs.ext4", "/usr/sbin/mke2fs", "/usr/sbin/e2fsck", "/usr/sbin/fsck.ext4", "/usr/sbin/resize2fs",
 	"/usr/sbin/mkfs.xfs", "/usr/sbin/xfs_growfs", "/usr/sbin/xfs_repair", "/usr/sbin/fsck.xfs",
 	"/usr/sbin/fsck", "/usr/sbin/blkid", "/usr/sbin/losetup", "/usr/bin/mount", "/usr/bin/umount",
-}
-
-// manifestImages returns the container images of the Deployment or
-// DaemonSet in deploy/<name>, by container name.
-func manifestImages(t *testing.T, name string) map[string]string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "hostpath", "deploy", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d appsv1.Deployment
-	if err := yaml.Unmarshal(b, &d); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
-	out := map[string]string{}
-	for _, c := range d.Spec.Template.Spec.Containers {
-		out[c.Name] = c.Image
-	}
-	return out
 }
 
 // TestKubeletDeploy applies examples/hostpath/deploy — what vendors copy —
@@ -150,29 +81,13 @@ func TestKubeletDeploy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir, err := os.MkdirTemp("", "csikit-deploy-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := os.RemoveAll(dir); err != nil {
-			t.Error(err)
-		}
-	})
+	dir := shortTempDir(t, "csikit-deploy-")
 	images := deployImages(t, dir, binDir)
 	t.Logf("images built in %s", time.Since(start).Round(time.Millisecond))
-	var env *kube.Env
-	t.Cleanup(func() {
-		if env != nil {
-			if left := env.Leftovers(); len(left) > 0 {
-				t.Errorf("the kubelet mode left on the host: %v", left)
-			}
-		}
-	})
-	env = kube.Start(t, kube.Options{
+	env := kube.Start(t, kube.Options{
 		DriverName: hostpathName, NodeName: "node-1", BinDir: binDir,
 		Sidecars: []string{}, // the Deployment's sidecars only
-		Kubelet:  &kube.KubeletOptions{Images: images},
+		Kubelet:  &kube.KubeletOptions{Images: images, CheckLeftovers: true},
 	})
 	// controller.yaml's nodeSelector: the node holding the volumes.
 	if _, err := env.Client.CoreV1().Nodes().Patch(context.Background(), "node-1", "application/merge-patch+json",
@@ -182,14 +97,15 @@ func TestKubeletDeploy(t *testing.T) {
 	root := env.KubeletDir()
 	state := filepath.Join(env.Dir, "hostpath-state")
 	for _, m := range []string{"rbac.yaml", "csidriver.yaml", "storageclass.yaml", "volumesnapshotclass.yaml"} {
-		applyManifest(t, env, m, nil)
+		env.ApplyFile(t, hostpathDeploy(m))
 	}
-	applyManifest(t, env, "node.yaml", [][2]string{
-		{"csikit/hostpath:latest", hostpathImage},
-		{"/var/lib/kubelet", root},
-		{"{path: /var/lib/csikit-hostpath, type: DirectoryOrCreate}", "{path: " + state + ", type: DirectoryOrCreate}"},
-	})
-	applyManifest(t, env, "controller.yaml", [][2]string{{"/var/lib/kubelet", root}})
+	nodeSubs := []string{
+		"csikit/hostpath:latest", hostpathImage,
+		"/var/lib/kubelet", root,
+		"{path: /var/lib/csikit-hostpath, type: DirectoryOrCreate}", "{path: " + state + ", type: DirectoryOrCreate}",
+	}
+	env.ApplyFile(t, hostpathDeploy("node.yaml"), nodeSubs...)
+	env.ApplyFile(t, hostpathDeploy("controller.yaml"), "/var/lib/kubelet", root)
 	createNamespace(t, env)
 	// Before the environment's Cleanup (which deletes the DaemonSet and
 	// the Deployment): consumers go first, then the volumes, through the
@@ -197,7 +113,7 @@ func TestKubeletDeploy(t *testing.T) {
 	t.Cleanup(func() {
 		deployTeardown(t, env)
 		if t.Failed() {
-			logDeployPods(t, env)
+			env.LogPods(t, deployNS, 30)
 		}
 	})
 	t.Logf("manifests applied %s after the start", time.Since(start).Round(time.Millisecond))
@@ -206,9 +122,9 @@ func TestKubeletDeploy(t *testing.T) {
 		h := &h{t: t, env: env, ctx: context.Background()}
 		t0 := time.Now()
 		kube.WaitFor(t, kubeletWait, "the DaemonSet's pod Ready (its /healthz)", func(ctx context.Context) (bool, string, error) {
-			return podsReady(ctx, env, "app=csikit-hostpath-node", 1, 1)
+			return env.PodsReady(ctx, deployNS, "app=csikit-hostpath-node", 1, 1)
 		})
-		waitDriverOnNode(t, env, "CSINode with the driver registered by the DaemonSet's pod")
+		waitDriverOnNode(t, env)
 		if _, err := os.Stat(filepath.Join(env.RegistrationDir(), hostpathName+"-reg.sock")); err != nil {
 			t.Errorf("the driver's own registration socket: %v", err)
 		}
@@ -227,7 +143,7 @@ func TestKubeletDeploy(t *testing.T) {
 		h := &h{t: t, env: env, ctx: context.Background()}
 		t0 := time.Now()
 		kube.WaitFor(t, kubeletWait, "the Deployment's pod Ready", func(ctx context.Context) (bool, string, error) {
-			return podsReady(ctx, env, "app=csikit-hostpath-controller", 1, 4)
+			return env.PodsReady(ctx, deployNS, "app=csikit-hostpath-controller", 1, 4)
 		})
 		t.Logf("controller pod ready in %s", time.Since(t0).Round(time.Millisecond))
 		// node.yaml keeps the API token out of the privileged pod, while
@@ -358,7 +274,7 @@ func TestKubeletDeploy(t *testing.T) {
 				t.Fatal(err)
 			}
 			kube.WaitFor(t, kubeletWait, "a new DaemonSet pod Ready", func(ctx context.Context) (bool, string, error) {
-				ok, msg, err := podsReady(ctx, env, "app=csikit-hostpath-node", 1, 1)
+				ok, msg, err := env.PodsReady(ctx, deployNS, "app=csikit-hostpath-node", 1, 1)
 				if !ok || err != nil {
 					return ok, msg, err
 				}
@@ -372,41 +288,38 @@ func TestKubeletDeploy(t *testing.T) {
 		h.noPodMounts(uid)
 		t.Logf("node plugin pod replaced under a running pod in %s", time.Since(t0).Round(time.Millisecond))
 	})
-}
 
-// podsReady reports whether exactly want pods match the label selector in
-// the deploy namespace, each running with all containers (at least
-// containers of them) ready.
-func podsReady(ctx context.Context, env *kube.Env, selector string, want, containers int) (bool, string, error) {
-	pods, err := env.Client.CoreV1().Pods(deployNS).List(ctx, metav1.ListOptions{LabelSelector: selector})
-	if err != nil {
-		return false, "", err
-	}
-	var states []string
-	ready := 0
-	for _, p := range pods.Items {
-		n := 0
-		for _, s := range p.Status.ContainerStatuses {
-			if s.Ready {
-				n++
-			}
-			switch {
-			case s.State.Waiting != nil:
-				states = append(states, fmt.Sprintf("%s/%s waiting %s %s (restarts %d)", p.Name, s.Name, s.State.Waiting.Reason, s.State.Waiting.Message, s.RestartCount))
-			case s.State.Terminated != nil:
-				states = append(states, fmt.Sprintf("%s/%s terminated %d %s", p.Name, s.Name, s.State.Terminated.ExitCode, s.State.Terminated.Message))
-			}
+	t.Run("delete-pods-unpublishes-before-the-driver-goes", func(t *testing.T) {
+		h := &h{t: t, env: env, ctx: context.Background()}
+		if !provisioned {
+			t.Skip("needs the claim of controller-sidecars-provision-attach-publish")
 		}
-		if p.Status.Phase == corev1.PodRunning && n >= containers && n == len(p.Status.ContainerStatuses) {
-			ready++
+		t0 := time.Now()
+		// Env.DeletePods is what the environment's Cleanup runs, also while
+		// a suite's last pods still hold volumes: the driver's own pods (the
+		// DaemonSet's, the Deployment's) must outlive them, or kubelet
+		// cannot unpublish and the pods never go.
+		w := h.podSpec("dep-holder", "sleep 3600", pvcVolume("data", "dep-data"))
+		h.createPod(w)
+		w = h.ready("dep-holder")
+		if len(h.podMounts(string(w.UID))) == 0 {
+			t.Fatal("the running pod has no volume mount below kubelet's pods directory")
 		}
-		for _, c := range p.Status.Conditions {
-			if c.Status != corev1.ConditionTrue {
-				states = append(states, fmt.Sprintf("%s %s=%s %s", p.Name, c.Type, c.Status, c.Message))
+		if err := env.DeletePods(h.ctx, kubeletWait); err != nil {
+			t.Fatal(err)
+		}
+		h.noPodMounts(string(w.UID))
+		t.Logf("pods deleted, the volume's first, in %s", time.Since(t0).Round(time.Millisecond))
+		// The driver again, for the teardown's claim deletion.
+		env.ApplyFile(t, hostpathDeploy("node.yaml"), nodeSubs...)
+		env.ApplyFile(t, hostpathDeploy("controller.yaml"), "/var/lib/kubelet", root)
+		kube.WaitFor(t, kubeletWait, "the driver's pods Ready again", func(ctx context.Context) (bool, string, error) {
+			if ok, msg, err := env.PodsReady(ctx, deployNS, "app=csikit-hostpath-node", 1, 1); !ok || err != nil {
+				return ok, msg, err
 			}
-		}
-	}
-	return ready == want && len(pods.Items) == want, fmt.Sprintf("%d of %d pods ready: %v", ready, len(pods.Items), states), nil
+			return env.PodsReady(ctx, deployNS, "app=csikit-hostpath-controller", 1, 4)
+		})
+	})
 }
 
 // deployTeardown deletes the test's pods, then its claims, and waits for
@@ -443,15 +356,5 @@ func deployTeardown(t *testing.T, env *kube.Env) {
 		return len(pvs.Items)+len(vas.Items) == 0, fmt.Sprintf("%d PVs and %d VolumeAttachments left", len(pvs.Items), len(vas.Items)), nil
 	}); err != nil {
 		t.Errorf("teardown: %v", err)
-	}
-}
-
-// logDeployPods logs the tails of the container logs of the deploy
-// namespace's pods.
-func logDeployPods(t *testing.T, env *kube.Env) {
-	logs, _ := filepath.Glob(filepath.Join(env.PodLogDir(), deployNS+"_*", "*", "*.log"))
-	for _, l := range logs {
-		b, _ := os.ReadFile(l)
-		t.Logf("--- %s:\n%s", strings.TrimPrefix(l, env.PodLogDir()+"/"), tail(string(b), 30))
 	}
 }

@@ -3,7 +3,6 @@ package kube_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,18 +58,6 @@ func noProjectQuotas(ctx context.Context, state string) (string, bool) {
 	return "", false
 }
 
-// hostIP is the address of the host's default route (a UDP "connect"
-// sends nothing).
-func hostIP(t *testing.T) string {
-	t.Helper()
-	c, err := net.Dial("udp4", "203.0.113.1:9")
-	if err != nil {
-		t.Fatalf("the host's address (its default route): %v", err)
-	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).IP.String()
-}
-
 // TestE2E runs Kubernetes' own storage e2e suite (e2e.test, focus
 // External.Storage) against examples/hostpath deployed with its deploy/
 // manifests in the kubelet mode, with the test-driver file `csikit
@@ -107,15 +94,7 @@ func TestE2E(t *testing.T) {
 	} else if err := os.MkdirAll(out, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	dir, err := os.MkdirTemp("", "csikit-e2e-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := os.RemoveAll(dir); err != nil {
-			t.Error(err)
-		}
-	})
+	dir := shortTempDir(t, "csikit-e2e-")
 	images := deployImages(t, dir, binDir)
 	e2eImages, err := kube.E2EImages(ctx, dir, "/bin/busybox", binDir)
 	if err != nil {
@@ -128,19 +107,15 @@ func TestE2E(t *testing.T) {
 	}
 	t.Logf("binaries and images ready in %s", time.Since(start).Round(time.Second))
 
-	var env *kube.Env
-	t.Cleanup(func() {
-		if env != nil {
-			if left := env.Leftovers(); len(left) > 0 {
-				t.Errorf("the kubelet mode left on the host: %v", left)
-			}
-		}
-	})
-	env = kube.Start(t, kube.Options{
+	nodeIP, err := kube.HostIP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := kube.Start(t, kube.Options{
 		DriverName: hostpathName, NodeName: "node-1", BinDir: binDir,
 		Sidecars: []string{}, // the Deployment's sidecars only
 		// The suite runs kubectl exec: the API server must reach kubelet.
-		Kubelet: &kube.KubeletOptions{Images: images, NodeIP: hostIP(t)},
+		Kubelet: &kube.KubeletOptions{Images: images, NodeIP: nodeIP, CheckLeftovers: true},
 		// The suite deletes a namespace per spec and uses generic
 		// ephemeral volumes (owned by their pods).
 		ExtraArgs: map[string][]string{"kube-controller-manager": {
@@ -153,25 +128,24 @@ func TestE2E(t *testing.T) {
 	root := env.KubeletDir()
 	state := filepath.Join(env.Dir, "hostpath-state")
 	for _, m := range []string{"rbac.yaml", "csidriver.yaml", "volumesnapshotclass.yaml"} {
-		applyManifest(t, env, m, nil)
+		env.ApplyFile(t, hostpathDeploy(m))
 	}
-	applyManifest(t, env, "node.yaml", [][2]string{
-		{"csikit/hostpath:latest", hostpathImage},
-		{"/var/lib/kubelet", root},
-		{"{path: /var/lib/csikit-hostpath, type: DirectoryOrCreate}", "{path: " + state + ", type: DirectoryOrCreate}"},
-	})
-	applyManifest(t, env, "controller.yaml", [][2]string{{"/var/lib/kubelet", root}})
+	env.ApplyFile(t, hostpathDeploy("node.yaml"),
+		"csikit/hostpath:latest", hostpathImage,
+		"/var/lib/kubelet", root,
+		"{path: /var/lib/csikit-hostpath, type: DirectoryOrCreate}", "{path: "+state+", type: DirectoryOrCreate}")
+	env.ApplyFile(t, hostpathDeploy("controller.yaml"), "/var/lib/kubelet", root)
 	t.Cleanup(func() {
 		if t.Failed() {
-			logDeployPods(t, env)
+			env.LogPods(t, deployNS, 30)
 		}
 	})
 	kube.WaitFor(t, kubeletWait, "the DaemonSet's pod Ready", func(ctx context.Context) (bool, string, error) {
-		return podsReady(ctx, env, "app=csikit-hostpath-node", 1, 1)
+		return env.PodsReady(ctx, deployNS, "app=csikit-hostpath-node", 1, 1)
 	})
-	waitDriverOnNode(t, env, "CSINode with the driver registered by the DaemonSet's pod")
+	waitDriverOnNode(t, env)
 	kube.WaitFor(t, kubeletWait, "the Deployment's pod Ready", func(ctx context.Context) (bool, string, error) {
-		return podsReady(ctx, env, "app=csikit-hostpath-controller", 1, 4)
+		return env.PodsReady(ctx, deployNS, "app=csikit-hostpath-controller", 1, 4)
 	})
 	t.Logf("driver deployed %s after the start", time.Since(start).Round(time.Second))
 

@@ -89,6 +89,14 @@ func start(t testing.TB, opts Options) (*Env, error) {
 		return nil, fmt.Errorf("kube: %w", err)
 	}
 	e := &Env{Dir: dir, Opts: opts, Kubeconfig: filepath.Join(dir, "kubeconfig")}
+	if opts.Kubelet != nil && opts.Kubelet.CheckLeftovers {
+		// Registered first, so it runs after the environment's stop.
+		t.Cleanup(func() {
+			if left := e.Leftovers(); len(left) > 0 {
+				t.Errorf("the kubelet mode left on the host: %v", left)
+			}
+		})
+	}
 	t.Cleanup(func() { e.stop(t) })
 
 	if opts.Driver != nil {

@@ -67,10 +67,17 @@ type KubeletOptions struct {
 	// iptables chains are shared. See KubeletNode and FreezeNode.
 	ExtraNodes []NodeOptions
 	// HostLockWait bounds the wait for another kubelet-mode environment on
-	// the host, of this or any other process, to end (default 15m): one
-	// runs at a time, as kubelet's host directories and iptables chains are
-	// shared.
+	// the host, of this or any other process, to end (zero: one hour, as
+	// long as the storage e2e suites hold it). One runs at a time, as
+	// kubelet's host directories and iptables chains are shared. The
+	// package reads no environment variable for it: a test that must give
+	// up sooner sets it (its go test -timeout bounds the wait anyway).
 	HostLockWait time.Duration
+	// CheckLeftovers, when set, fails the test, after the environment's
+	// Cleanup, with whatever Leftovers still reports: what the kubelet
+	// mode (or the driver's pods, e.g. a mount below the environment's
+	// directory) left on the host. Also when Start itself failed halfway.
+	CheckLeftovers bool
 }
 
 func (k *KubeletOptions) defaults() {
@@ -84,7 +91,7 @@ func (k *KubeletOptions) defaults() {
 		k.ReadyTimeout = 3 * time.Minute
 	}
 	if k.HostLockWait <= 0 {
-		k.HostLockWait = 15 * time.Minute
+		k.HostLockWait = time.Hour
 	}
 }
 

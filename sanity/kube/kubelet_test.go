@@ -58,40 +58,17 @@ func kubeletPrereqs(t *testing.T) {
 func startKubelet(t *testing.T) *kenv {
 	t.Helper()
 	kubeletPrereqs(t)
-	dir, err := os.MkdirTemp("", "csikit-hp-") // short: unix socket paths
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := os.RemoveAll(dir); err != nil {
-			t.Error(err)
-		}
-	})
-	bin := filepath.Join(dir, "hostpath")
-	build := exec.Command("go", "build", "-o", bin, "./examples/hostpath")
-	build.Dir = filepath.Join("..", "..") // the SDK's module: its go.sum
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build examples/hostpath: %v: %s", err, out)
-	}
+	dir, bin := buildHostpath(t)
 	sock := filepath.Join(dir, "csi.sock")
-	var env *kube.Env
-	// Registered before Start, so it runs after the environment's Cleanup.
-	t.Cleanup(func() {
-		if env != nil {
-			if left := env.Leftovers(); len(left) > 0 {
-				t.Errorf("the kubelet mode left on the host: %v", left)
-			}
-		}
-	})
-	env = kube.Start(t, kube.Options{
+	env := kube.Start(t, kube.Options{
 		Endpoint: "unix://" + sock, DriverName: hostpathName, NodeName: "node-1",
 		// csi-attacher: deploy/csidriver.yaml has attachRequired (the
 		// driver runs with --enable-attach, as in deploy/node.yaml).
 		Sidecars: []string{"csi-provisioner", "csi-attacher", "csi-resizer"},
-		Kubelet:  &kube.KubeletOptions{},
+		Kubelet:  &kube.KubeletOptions{CheckLeftovers: true},
 	})
 	for _, m := range []string{"rbac.yaml", "csidriver.yaml", "storageclass.yaml", "volumesnapshotclass.yaml"} {
-		applyManifest(t, env, m, nil)
+		env.ApplyFile(t, hostpathDeploy(m))
 	}
 	createNamespace(t, env)
 	state := filepath.Join(dir, "state")
@@ -119,50 +96,55 @@ func startKubelet(t *testing.T) *kenv {
 	// Runs before the driver stops: pods' volumes are unpublished and the
 	// volumes deleted through the driver.
 	t.Cleanup(func() { k.teardown(t) })
-	waitDriverOnNode(t, env, "CSINode with the driver registered by kubelet")
+	waitDriverOnNode(t, env)
 	return k
 }
 
-// waitDriverOnNode waits until node-1's CSINode lists the hostpath driver
-// with node ID node-1 (kubelet registered it).
-func waitDriverOnNode(t *testing.T, env *kube.Env, what string) {
+// shortTempDir is a new temporary directory with a short path (unix
+// socket paths are limited to 108 bytes; t.TempDir's holds the test's
+// name), removed at cleanup.
+func shortTempDir(t *testing.T, prefix string) string {
 	t.Helper()
-	kube.WaitFor(t, kubeletWait, what, func(ctx context.Context) (bool, string, error) {
-		cn, err := env.Client.StorageV1().CSINodes().Get(ctx, "node-1", metav1.GetOptions{})
-		if err != nil {
-			return false, "no CSINode", nil
+	dir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := os.RemoveAll(dir); err != nil {
+			t.Error(err)
 		}
-		for _, d := range cn.Spec.Drivers {
-			if d.Name == hostpathName {
-				return d.NodeID == "node-1", fmt.Sprintf("driver %+v", d), nil
-			}
-		}
-		return false, fmt.Sprintf("drivers %+v", cn.Spec.Drivers), nil
 	})
+	return dir
+}
+
+// buildHostpath builds examples/hostpath into a new short temporary
+// directory (unix socket paths are limited: the test's sockets go there
+// too), removed at cleanup, and returns both.
+func buildHostpath(t *testing.T) (dir, bin string) {
+	t.Helper()
+	dir = shortTempDir(t, "csikit-hp-")
+	bin = filepath.Join(dir, "hostpath")
+	build := exec.Command("go", "build", "-o", bin, "./examples/hostpath")
+	build.Dir = filepath.Join("..", "..") // the SDK's module: its go.sum
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build examples/hostpath: %v: %s", err, out)
+	}
+	return dir, bin
+}
+
+// waitDriverOnNode waits until node-1's CSINode lists the hostpath driver
+// (kubelet registered it), and checks its node ID is node-1.
+func waitDriverOnNode(t *testing.T, env *kube.Env) {
+	t.Helper()
+	if d := env.WaitDriverRegistered(t, kubeletWait, "node-1", hostpathName); d.NodeID != "node-1" {
+		t.Fatalf("the driver registered on node-1 with node ID %q", d.NodeID)
+	}
 }
 
 // teardown deletes every pod, then every PVC, and waits for the PVs to be
 // deleted by the driver, so that nothing stays mounted or attached.
 func (k *kenv) teardown(t *testing.T) {
-	ctx := context.Background()
-	if err := k.env.DeletePods(ctx, kubeletWait); err != nil {
-		t.Error(err)
-	}
-	c := k.env.Client
-	if err := c.CoreV1().PersistentVolumeClaims(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-		t.Error(err)
-	}
-	if err := kube.Poll(ctx, kubeletWait, func(ctx context.Context) (bool, string, error) {
-		pvs, err := c.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, "", err
-		}
-		var left []string
-		for _, pv := range pvs.Items {
-			left = append(left, pv.Name+"("+string(pv.Status.Phase)+")")
-		}
-		return len(left) == 0, fmt.Sprintf("PVs left: %v", left), nil
-	}); err != nil {
+	if err := k.env.DeleteClaims(context.Background(), kubeletWait, ns); err != nil {
 		t.Errorf("teardown: %v", err)
 	}
 }
@@ -175,27 +157,9 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// applyManifest creates the objects of examples/hostpath/deploy/<name> as
-// they are (strictly decoded: a misspelt field fails), after replacing
-// each subs[i][0] with subs[i][1] in the text: every one must occur.
-func applyManifest(t *testing.T, env *kube.Env, name string, subs [][2]string) {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "examples", "hostpath", "deploy", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(b)
-	for _, s := range subs {
-		n := strings.Count(text, s[0])
-		if n == 0 {
-			t.Fatalf("%s: %q not found: the test's substitutions no longer match the manifest", name, s[0])
-		}
-		text = strings.ReplaceAll(text, s[0], s[1])
-		t.Logf("%s: replaced %q with %q (%d times)", name, s[0], s[1], n)
-	}
-	if err := env.Apply(context.Background(), []byte(text), nil); err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
+// hostpathDeploy is the path of examples/hostpath/deploy/<name>.
+func hostpathDeploy(name string) string {
+	return filepath.Join("..", "..", "examples", "hostpath", "deploy", name)
 }
 
 // podSpec is a busybox pod running script with sh; restartPolicy Never,

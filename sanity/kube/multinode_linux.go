@@ -97,6 +97,18 @@ func (n *node) stopExtra() []error {
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, n.stopRuntime(n.dir)...)
+	errs = append(errs, n.removeBridge()...)
+	errs = append(errs, n.removeHostLeftovers()...)
+	return errs
+}
+
+// stopRuntime stops the node's containerd (its pods' sandboxes removed
+// through CRI first, its leftover shims killed by PID), then unmounts what
+// is left below dir and removes the node's cgroups and its route to the
+// API server. Its kubelet is stopped already.
+func (n *node) stopRuntime(dir string) []error {
+	var errs []error
 	if n.containerd != nil {
 		if n.containerd.Running() {
 			errs = append(errs, n.removeSandboxes()...)
@@ -106,15 +118,20 @@ func (n *node) stopExtra() []error {
 		}
 		errs = append(errs, n.killShims()...)
 	}
-	errs = append(errs, unmountBelow(n.dir)...)
+	errs = append(errs, unmountBelow(dir)...)
+	errs = append(errs, detachLoopsBelow(dir)...)
 	errs = append(errs, n.removeCgroups()...)
-	errs = append(errs, n.removeAPIRoute()...)
+	return append(errs, n.removeAPIRoute()...)
+}
+
+// removeBridge deletes the node's bridge, if there is one.
+func (n *node) removeBridge() []error {
+	var errs []error
 	if _, err := os.Stat(filepath.Join("/sys/class/net", n.bridge)); err == nil {
 		if out, err := exec.Command("ip", "link", "del", n.bridge).CombinedOutput(); err != nil {
 			errs = append(errs, fmt.Errorf("kube: ip link del %s: %v: %s", n.bridge, err, out))
 		}
 	}
-	errs = append(errs, n.removeHostLeftovers()...)
 	return errs
 }
 

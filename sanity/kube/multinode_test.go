@@ -9,6 +9,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/csikit/csikit/sanity/kube"
 )
@@ -23,16 +24,8 @@ import (
 // and thawed, turns Ready again.
 func TestKubeletTwoNodes(t *testing.T) {
 	kubeletPrereqs(t)
-	var env *kube.Env
-	t.Cleanup(func() {
-		if env != nil {
-			if left := env.Leftovers(); len(left) > 0 {
-				t.Errorf("the kubelet mode left on the host: %v", left)
-			}
-		}
-	})
 	t0 := time.Now()
-	env = kube.Start(t, kube.Options{
+	env := kube.Start(t, kube.Options{
 		DriverName: "none.csikit.example", Sidecars: []string{},
 		ExtraArgs: map[string][]string{kube.BinControllerManager: {
 			// Added to the harness's list (a repeated string-slice flag appends).
@@ -40,7 +33,7 @@ func TestKubeletTwoNodes(t *testing.T) {
 			// NotReady 12 s after the last status (default 50 s).
 			"--node-monitor-grace-period=12s",
 		}},
-		Kubelet: &kube.KubeletOptions{ExtraNodes: []kube.NodeOptions{{Name: "node-2"}}},
+		Kubelet: &kube.KubeletOptions{ExtraNodes: []kube.NodeOptions{{Name: "node-2"}}, CheckLeftovers: true},
 	})
 	t.Logf("two-node environment started in %s", time.Since(t0).Round(time.Millisecond))
 	createNamespace(t, env)
@@ -88,24 +81,7 @@ func TestKubeletTwoNodes(t *testing.T) {
 
 	// The non-graceful node shutdown: a StatefulSet's pod preferring node-2.
 	c := env.Client
-	one := int32(1)
-	pod := h.podSpec("web", "sleep 3600")
-	pod.Spec.RestartPolicy = corev1.RestartPolicyAlways
-	pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
-			Weight: 100, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
-				Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{"node-2"}}}},
-		}}}}
-	labels := map[string]string{"app": "web"}
-	sts := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas: &one, ServiceName: "web",
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod.Spec},
-		},
-	}
-	if _, err := c.AppsV1().StatefulSets(ns).Create(h.ctx, sts, metav1.CreateOptions{}); err != nil {
+	if _, err := c.AppsV1().StatefulSets(ns).Create(h.ctx, h.webSet("sleep 3600", "node-2"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	old := h.ready("web-0")
@@ -114,93 +90,93 @@ func TestKubeletTwoNodes(t *testing.T) {
 	}
 
 	tFreeze := time.Now()
-	thaw, err := env.FreezeNode("node-2")
+	thaw := freeze(t, env, "node-2")
+	env.WaitNodeCondition(t, kubeletWait, "node-2", corev1.ConditionUnknown)
+	tNotReady := time.Now()
+	env.SetOutOfService(t, wait, "node-2", true)
+	moved := h.recreated("web-0", old.UID, "node-1")
+	t.Logf("non-graceful shutdown: node-2 NotReady %s after the freeze; web-0 Ready on node-1 %s after the taint (%s in all)",
+		tNotReady.Sub(tFreeze).Round(time.Millisecond), time.Since(tNotReady).Round(time.Millisecond), time.Since(tFreeze).Round(time.Millisecond))
+
+	// The admin's side after the node is back: untaint, and it is Ready.
+	env.SetOutOfService(t, wait, "node-2", false)
+	thaw()
+	env.WaitNodeCondition(t, kubeletWait, "node-2", corev1.ConditionTrue)
+	if p := h.get("web-0"); p.UID != moved.UID || p.Spec.NodeName != "node-1" {
+		t.Errorf("web-0 after node-2 came back: uid %s on %s, want %s on node-1", p.UID, p.Spec.NodeName, moved.UID)
+	}
+}
+
+// webSet is the StatefulSet "web" of one busybox pod running script
+// (restarted if it ends), preferring the node named prefer.
+func (h *h) webSet(script, prefer string) *appsv1.StatefulSet {
+	one := int32(1)
+	pod := h.podSpec("web", script)
+	pod.Spec.RestartPolicy = corev1.RestartPolicyAlways
+	pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+			Weight: 100, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
+				Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{prefer}}}},
+		}}}}
+	labels := map[string]string{"app": "web"}
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas: &one, ServiceName: "web",
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod.Spec},
+		},
+	}
+}
+
+// freeze hangs the node (Env.FreezeNode) and returns the thaw for the test
+// to call once; a node the test did not thaw is thawed at cleanup.
+func freeze(t *testing.T, env *kube.Env, node string) (thaw func()) {
+	t.Helper()
+	th, err := env.FreezeNode(node)
 	if err != nil {
 		t.Fatal(err)
 	}
 	thawed := false
 	t.Cleanup(func() {
 		if !thawed {
-			if err := thaw(); err != nil {
+			if err := th(); err != nil {
 				t.Error(err)
 			}
 		}
 	})
-	waitNodeReady(t, env, "node-2", corev1.ConditionUnknown)
-	tNotReady := time.Now()
-	oos := corev1.Taint{Key: "node.kubernetes.io/out-of-service", Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute}
-	setTaint(t, env, "node-2", &oos)
-	var moved *corev1.Pod
-	kube.WaitFor(t, kubeletWait, "web-0 recreated on node-1 and Ready", func(ctx context.Context) (bool, string, error) {
-		p, err := c.CoreV1().Pods(ns).Get(ctx, "web-0", metav1.GetOptions{})
-		if err != nil {
-			return false, "web-0: " + err.Error(), nil
+	return func() {
+		t.Helper()
+		thawed = true
+		if err := th(); err != nil {
+			t.Fatal(err)
 		}
-		if p.UID == old.UID {
-			return false, fmt.Sprintf("web-0 still the old pod (deletion %v): %s", p.DeletionTimestamp, h.podState(ctx, p)), nil
+	}
+}
+
+// recreated waits for the pod name, replaced after its node was lost (a
+// UID other than old), to be Ready on node, and returns it.
+func (h *h) recreated(name string, old types.UID, node string) *corev1.Pod {
+	h.t.Helper()
+	var moved *corev1.Pod
+	kube.WaitFor(h.t, kubeletWait, name+" recreated on "+node+" and Ready", func(ctx context.Context) (bool, string, error) {
+		p, err := h.env.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, name + ": " + err.Error(), nil
+		}
+		if p.UID == old {
+			return false, fmt.Sprintf("%s still the old pod (deletion %v): %s", name, p.DeletionTimestamp, h.podState(ctx, p)), nil
 		}
 		moved = p
 		for _, cd := range p.Status.Conditions {
 			if cd.Type == corev1.PodReady && cd.Status == corev1.ConditionTrue {
-				return p.Spec.NodeName == "node-1", "on " + p.Spec.NodeName, nil
+				return p.Spec.NodeName == node, "on " + p.Spec.NodeName, nil
 			}
 		}
 		return false, "on " + p.Spec.NodeName + ": " + h.podState(ctx, p), nil
 	})
-	if moved.Spec.NodeName != "node-1" {
-		t.Fatalf("web-0 recreated on %s, want node-1", moved.Spec.NodeName)
+	if moved.Spec.NodeName != node {
+		h.t.Fatalf("%s recreated on %s, want %s", name, moved.Spec.NodeName, node)
 	}
-	t.Logf("non-graceful shutdown: node-2 NotReady %s after the freeze; web-0 Ready on node-1 %s after the taint (%s in all)",
-		tNotReady.Sub(tFreeze).Round(time.Millisecond), time.Since(tNotReady).Round(time.Millisecond), time.Since(tFreeze).Round(time.Millisecond))
-
-	// The admin's side after the node is back: untaint, and it is Ready.
-	setTaint(t, env, "node-2", nil)
-	thawed = true
-	if err := thaw(); err != nil {
-		t.Fatal(err)
-	}
-	waitNodeReady(t, env, "node-2", corev1.ConditionTrue)
-	if p := h.get("web-0"); p.UID != moved.UID || p.Spec.NodeName != "node-1" {
-		t.Errorf("web-0 after node-2 came back: uid %s on %s, want %s on node-1", p.UID, p.Spec.NodeName, moved.UID)
-	}
-}
-
-// waitNodeReady waits for the Node's Ready condition to have status want.
-func waitNodeReady(t *testing.T, env *kube.Env, name string, want corev1.ConditionStatus) {
-	t.Helper()
-	kube.WaitFor(t, kubeletWait, "Node "+name+" Ready="+string(want), func(ctx context.Context) (bool, string, error) {
-		nd, err := env.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, "", err
-		}
-		for _, cd := range nd.Status.Conditions {
-			if cd.Type == corev1.NodeReady {
-				return cd.Status == want, fmt.Sprintf("Ready=%s (%s), taints %v", cd.Status, cd.Message, nd.Spec.Taints), nil
-			}
-		}
-		return false, "no Ready condition", nil
-	})
-}
-
-// setTaint adds taint to the Node (nil: removes the out-of-service taint).
-func setTaint(t *testing.T, env *kube.Env, name string, taint *corev1.Taint) {
-	t.Helper()
-	kube.WaitFor(t, wait, "taint of Node "+name+" updated", func(ctx context.Context) (bool, string, error) {
-		nd, err := env.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, "", err
-		}
-		var ts []corev1.Taint
-		for _, x := range nd.Spec.Taints {
-			if x.Key != "node.kubernetes.io/out-of-service" {
-				ts = append(ts, x)
-			}
-		}
-		if taint != nil {
-			ts = append(ts, *taint)
-		}
-		nd.Spec.Taints = ts
-		_, err = env.Client.CoreV1().Nodes().Update(ctx, nd, metav1.UpdateOptions{})
-		return err == nil, fmt.Sprint(err), nil // a conflict retries
-	})
+	return moved
 }

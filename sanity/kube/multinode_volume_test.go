@@ -4,18 +4,17 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/csikit/csikit/internal/mountpoint"
 	"github.com/csikit/csikit/k8s/registration"
 	"github.com/csikit/csikit/sanity/kube"
 )
@@ -39,43 +38,21 @@ import (
 // fencing driver (csikit.Fencer) they would be refused.
 func TestKubeletNodeLossVolume(t *testing.T) {
 	kubeletPrereqs(t)
-	dir, err := os.MkdirTemp("", "csikit-hp-") // short: unix socket paths
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := os.RemoveAll(dir); err != nil {
-			t.Error(err)
-		}
-	})
-	bin := filepath.Join(dir, "hostpath")
-	build := exec.Command("go", "build", "-o", bin, "./examples/hostpath")
-	build.Dir = filepath.Join("..", "..")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build examples/hostpath: %v: %s", err, out)
-	}
+	dir, bin := buildHostpath(t)
 	sock := filepath.Join(dir, "csi.sock")
-	var env *kube.Env
-	t.Cleanup(func() {
-		if env != nil {
-			if left := env.Leftovers(); len(left) > 0 {
-				t.Errorf("the kubelet mode left on the host: %v", left)
-			}
-		}
-	})
 	t0 := time.Now()
-	env = kube.Start(t, kube.Options{
+	env := kube.Start(t, kube.Options{
 		Endpoint: "unix://" + sock, DriverName: hostpathName, NodeName: "node-1",
 		Sidecars: []string{"csi-provisioner", "csi-attacher"},
 		ExtraArgs: map[string][]string{kube.BinControllerManager: {
 			"--controllers=taint-eviction-controller,pod-garbage-collector-controller,statefulset-controller",
 			"--node-monitor-grace-period=12s",
 		}},
-		Kubelet: &kube.KubeletOptions{ExtraNodes: []kube.NodeOptions{{Name: "node-2"}}},
+		Kubelet: &kube.KubeletOptions{ExtraNodes: []kube.NodeOptions{{Name: "node-2"}}, CheckLeftovers: true},
 	})
 	t.Logf("two-node environment started in %s", time.Since(t0).Round(time.Millisecond))
 	for _, m := range []string{"rbac.yaml", "csidriver.yaml", "storageclass.yaml"} {
-		applyManifest(t, env, m, nil)
+		env.ApplyFile(t, hostpathDeploy(m))
 	}
 	createNamespace(t, env)
 	p, err := kube.StartProcess(kube.ProcessOptions{
@@ -114,51 +91,25 @@ func TestKubeletNodeLossVolume(t *testing.T) {
 	h := &h{t: t, env: env, ctx: context.Background()}
 	t.Cleanup(func() { (&kenv{env: env}).teardown(t) })
 	for _, name := range []string{"node-1", "node-2"} {
-		kube.WaitFor(t, kubeletWait, "driver registered on "+name, func(ctx context.Context) (bool, string, error) {
-			cn, err := env.Client.StorageV1().CSINodes().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, "no CSINode", nil
-			}
-			for _, d := range cn.Spec.Drivers {
-				if d.Name == hostpathName {
-					return true, "", nil
-				}
-			}
-			return false, fmt.Sprintf("drivers %+v", cn.Spec.Drivers), nil
-		})
+		env.WaitDriverRegistered(t, kubeletWait, name, hostpathName)
 	}
 
 	c := env.Client
-	one := int32(1)
-	pod := h.podSpec("web", `i=0; while true; do i=$((i+1)); echo "$POD_UID $i" >> /data/stamps; sync; sleep 0.2; done`)
-	pod.Spec.RestartPolicy = corev1.RestartPolicyAlways
-	pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "POD_UID", ValueFrom: &corev1.EnvVarSource{
+	sts := h.webSet(`i=0; while true; do i=$((i+1)); echo "$POD_UID $i" >> /data/stamps; sync; sleep 0.2; done`, "node-2")
+	ctr := &sts.Spec.Template.Spec.Containers[0]
+	ctr.Env = []corev1.EnvVar{{Name: "POD_UID", ValueFrom: &corev1.EnvVarSource{
 		FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.uid"}}}}
-	pod.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
-	pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
-			Weight: 100, Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
-				Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{"node-2"}}}},
-		}}}}
+	ctr.VolumeMounts = []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}
 	sc := "csikit-hostpath"
-	labels := map[string]string{"app": "web"}
-	sts := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas: &one, ServiceName: "web",
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod.Spec},
-			VolumeClaimTemplates: []corev1.PersistentVolumeClaim{{
-				ObjectMeta: metav1.ObjectMeta{Name: "data"},
-				Spec: corev1.PersistentVolumeClaimSpec{
-					AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-					StorageClassName: &sc,
-					Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
-						corev1.ResourceStorage: resource.MustParse("16Mi")}},
-				},
-			}},
+	sts.Spec.VolumeClaimTemplates = []corev1.PersistentVolumeClaim{{
+		ObjectMeta: metav1.ObjectMeta{Name: "data"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			StorageClassName: &sc,
+			Resources: corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceStorage: resource.MustParse("16Mi")}},
 		},
-	}
+	}}
 	if _, err := c.AppsV1().StatefulSets(ns).Create(h.ctx, sts, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -192,47 +143,17 @@ func TestKubeletNodeLossVolume(t *testing.T) {
 	})
 
 	tFreeze := time.Now()
-	thaw, err := env.FreezeNode("node-2")
-	if err != nil {
-		t.Fatal(err)
-	}
-	thawed := false
-	t.Cleanup(func() {
-		if !thawed {
-			if err := thaw(); err != nil {
-				t.Error(err)
-			}
-		}
-	})
+	thaw := freeze(t, env, "node-2")
 	b, err := os.ReadFile(oldFile)
 	if err != nil {
 		t.Fatal(err)
 	}
 	before := stampsOf(string(b), string(old.UID))
-	waitNodeReady(t, env, "node-2", corev1.ConditionUnknown)
+	env.WaitNodeCondition(t, kubeletWait, "node-2", corev1.ConditionUnknown)
 	tNotReady := time.Now()
-	setTaint(t, env, "node-2", &corev1.Taint{Key: "node.kubernetes.io/out-of-service", Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
+	env.SetOutOfService(t, wait, "node-2", true)
 	tTaint := time.Now()
-	var moved *corev1.Pod
-	kube.WaitFor(t, kubeletWait, "web-0 recreated on node-1 and Ready", func(ctx context.Context) (bool, string, error) {
-		p, err := c.CoreV1().Pods(ns).Get(ctx, "web-0", metav1.GetOptions{})
-		if err != nil {
-			return false, "web-0: " + err.Error(), nil
-		}
-		if p.UID == old.UID {
-			return false, fmt.Sprintf("web-0 still the old pod (deletion %v)", p.DeletionTimestamp), nil
-		}
-		moved = p
-		for _, cd := range p.Status.Conditions {
-			if cd.Type == corev1.PodReady && cd.Status == corev1.ConditionTrue {
-				return p.Spec.NodeName == "node-1", "on " + p.Spec.NodeName, nil
-			}
-		}
-		return false, "on " + p.Spec.NodeName + ": " + h.podState(ctx, p), nil
-	})
-	if moved.Spec.NodeName != "node-1" {
-		t.Fatalf("web-0 recreated on %s, want node-1", moved.Spec.NodeName)
-	}
+	moved := h.recreated("web-0", old.UID, "node-1")
 	kube.WaitFor(t, kubeletWait, "VolumeAttachment moved to node-1", func(ctx context.Context) (bool, string, error) {
 		m, err := vaNodes(ctx)
 		return err == nil && len(m) == 1 && m["node-1"], fmt.Sprintf("attachments %v %v", m, err), nil
@@ -260,15 +181,12 @@ func TestKubeletNodeLossVolume(t *testing.T) {
 
 	// node-2 comes back: untainted, thawed; its kubelet kills the old pod
 	// and unpublishes its volume.
-	setTaint(t, env, "node-2", nil)
-	thawed = true
-	if err := thaw(); err != nil {
-		t.Fatal(err)
-	}
-	waitNodeReady(t, env, "node-2", corev1.ConditionTrue)
+	env.SetOutOfService(t, wait, "node-2", false)
+	thaw()
+	env.WaitNodeCondition(t, kubeletWait, "node-2", corev1.ConditionTrue)
 	oldMount := filepath.Dir(oldFile)
 	kube.WaitFor(t, kubeletWait, "node-2's kubelet unpublished the old pod's volume", func(ctx context.Context) (bool, string, error) {
-		mps, err := mountsBelowPath(filepath.Join(n2.KubeletDir, "pods", string(old.UID)))
+		mps, err := mountpoint.Under(filepath.Join(n2.KubeletDir, "pods", string(old.UID)))
 		return err == nil && len(mps) == 0, fmt.Sprintf("mounts %v %v (%s)", mps, err, oldMount), nil
 	})
 	b, err = os.ReadFile(newFile)
@@ -291,21 +209,4 @@ func stampsOf(text, uid string) []int {
 		}
 	}
 	return out
-}
-
-// mountsBelowPath lists the mount points at or below dir (from
-// /proc/self/mountinfo).
-func mountsBelowPath(dir string) ([]string, error) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
-		f := strings.Fields(l)
-		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
-			out = append(out, f[4])
-		}
-	}
-	return out, nil
 }

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cri "k8s.io/cri-api/pkg/apis/runtime/v1"
 )
@@ -680,18 +681,7 @@ func (e *Env) stopNode() []error {
 			}
 		}
 	}
-	if n.containerd != nil {
-		if n.containerd.Running() {
-			errs = append(errs, n.removeSandboxes()...)
-		}
-		if err := n.containerd.Stop(); err != nil {
-			errs = append(errs, err)
-		}
-		errs = append(errs, n.killShims()...)
-	}
-	errs = append(errs, unmountBelow(e.Dir)...)
-	errs = append(errs, n.removeCgroups()...)
-	errs = append(errs, n.removeAPIRoute()...)
+	errs = append(errs, n.stopRuntime(e.Dir)...)
 	for _, c := range n.chains {
 		if chainExists(c) {
 			for _, j := range c.jumps {
@@ -705,11 +695,7 @@ func (e *Env) stopNode() []error {
 			}
 		}
 	}
-	if _, err := os.Stat(filepath.Join("/sys/class/net", n.bridge)); err == nil {
-		if out, err := exec.Command("ip", "link", "del", n.bridge).CombinedOutput(); err != nil {
-			errs = append(errs, fmt.Errorf("kube: ip link del %s: %v: %s", n.bridge, err, out))
-		}
-	}
+	errs = append(errs, n.removeBridge()...)
 	errs = append(errs, n.removeHostLeftovers()...)
 	for i := len(n.createdDirs) - 1; i >= 0; i-- {
 		errs = append(errs, removeEmptyTree(n.createdDirs[i])...)
@@ -745,6 +731,9 @@ func (e *Env) Leftovers() []string {
 	}
 	if mps, _ := mountsBelow(e.Dir); len(mps) > 0 {
 		out = append(out, fmt.Sprintf("mounts %v", mps))
+	}
+	for dev, file := range loopsBelow(e.Dir) {
+		out = append(out, fmt.Sprintf("loop device %s (%s)", dev, file))
 	}
 	n := e.node
 	if n == nil {
@@ -792,57 +781,142 @@ func (n *node) sharedLeftovers() []string {
 	return out
 }
 
-// DeletePods deletes every DaemonSet, Deployment, ReplicaSet and
-// StatefulSet (so that none recreates its pods; the garbage collector
-// does not run) and then every Pod, in every namespace, and waits (up to
-// timeout) until the pods are gone, which in the kubelet mode means
-// kubelet has stopped their containers and unpublished their volumes.
-// Call it while the driver still runs, e.g. in a Cleanup registered after
-// the driver's.
+// DeletePods deletes every workload in every namespace in two rounds and
+// waits (up to timeout in all) until the pods are gone, which in the
+// kubelet mode means kubelet has stopped their containers and unpublished
+// their volumes. The first round takes the consumers of volumes: each Pod
+// with a PersistentVolumeClaim, an inline CSI volume or a generic
+// ephemeral volume, and each DaemonSet, Deployment, ReplicaSet and
+// StatefulSet whose pod template has one (so that none recreates its
+// pods). Only when those pods are gone does the second round delete the
+// rest, the driver's own pods among them: a driver deployed as pods must
+// outlive the pods whose volumes it unpublishes, or kubelet's unmount
+// fails and the pods never go. Call it while the driver still runs, e.g.
+// in a Cleanup registered after the driver's.
 func (e *Env) DeletePods(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	nss, err := e.Client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	if err := e.deleteWorkloads(ctx, usesVolumes); err != nil {
+		return err
+	}
+	if err := e.waitPodsGone(ctx, timeout, usesVolumes, "pods with volumes"); err != nil {
+		return err
+	}
+	all := func(corev1.PodSpec) bool { return true }
+	if err := e.deleteWorkloads(ctx, all); err != nil {
+		return err
+	}
+	return e.waitPodsGone(ctx, timeout, all, "pods")
+}
+
+// usesVolumes reports whether a pod of this spec has a volume that a CSI
+// driver may serve.
+func usesVolumes(spec corev1.PodSpec) bool {
+	for _, v := range spec.Volumes {
+		if v.PersistentVolumeClaim != nil || v.CSI != nil || v.Ephemeral != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// workload is a controller of pods and how to delete it.
+type workload struct {
+	kind, ns, name string
+	spec           corev1.PodSpec
+	del            func(context.Context) error
+}
+
+// controllers lists every DaemonSet, Deployment, StatefulSet and
+// ReplicaSet, owners before what they own (a Deployment would remake its
+// ReplicaSet).
+func (e *Env) controllers(ctx context.Context) ([]workload, error) {
+	apps, opts, none := e.Client.AppsV1(), metav1.ListOptions{}, metav1.DeleteOptions{}
+	var out []workload
+	ds, err := apps.DaemonSets("").List(ctx, opts)
 	if err != nil {
-		return fmt.Errorf("kube: list namespaces: %w", err)
+		return nil, fmt.Errorf("kube: list DaemonSets: %w", err)
+	}
+	for _, x := range ds.Items {
+		out = append(out, workload{"DaemonSet", x.Namespace, x.Name, x.Spec.Template.Spec,
+			func(ctx context.Context) error { return apps.DaemonSets(x.Namespace).Delete(ctx, x.Name, none) }})
+	}
+	deps, err := apps.Deployments("").List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("kube: list Deployments: %w", err)
+	}
+	for _, x := range deps.Items {
+		out = append(out, workload{"Deployment", x.Namespace, x.Name, x.Spec.Template.Spec,
+			func(ctx context.Context) error { return apps.Deployments(x.Namespace).Delete(ctx, x.Name, none) }})
+	}
+	sts, err := apps.StatefulSets("").List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("kube: list StatefulSets: %w", err)
+	}
+	for _, x := range sts.Items {
+		out = append(out, workload{"StatefulSet", x.Namespace, x.Name, x.Spec.Template.Spec,
+			func(ctx context.Context) error { return apps.StatefulSets(x.Namespace).Delete(ctx, x.Name, none) }})
+	}
+	rss, err := apps.ReplicaSets("").List(ctx, opts)
+	if err != nil {
+		return nil, fmt.Errorf("kube: list ReplicaSets: %w", err)
+	}
+	for _, x := range rss.Items {
+		out = append(out, workload{"ReplicaSet", x.Namespace, x.Name, x.Spec.Template.Spec,
+			func(ctx context.Context) error { return apps.ReplicaSets(x.Namespace).Delete(ctx, x.Name, none) }})
+	}
+	return out, nil
+}
+
+// deleteWorkloads deletes, in every namespace, the controllers whose pod
+// template match selects and then the pods it selects (grace period 1s).
+func (e *Env) deleteWorkloads(ctx context.Context, match func(corev1.PodSpec) bool) error {
+	ws, err := e.controllers(ctx)
+	if err != nil {
+		return err
+	}
+	for _, w := range ws {
+		if !match(w.spec) {
+			continue
+		}
+		if err := w.del(ctx); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("kube: delete %s %s/%s: %w", w.kind, w.ns, w.name, err)
+		}
+	}
+	pods, err := e.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("kube: list pods: %w", err)
 	}
 	grace := int64(1)
-	all, apps := metav1.ListOptions{}, e.Client.AppsV1()
-	for _, ns := range nss.Items {
-		// Owners before what they own: a Deployment would remake its ReplicaSet.
-		for _, d := range []struct {
-			kind string
-			del  func() error
-		}{
-			{"DaemonSets", func() error { return apps.DaemonSets(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{}, all) }},
-			{"Deployments", func() error { return apps.Deployments(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{}, all) }},
-			{"StatefulSets", func() error { return apps.StatefulSets(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{}, all) }},
-			{"ReplicaSets", func() error { return apps.ReplicaSets(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{}, all) }},
-		} {
-			if err := d.del(); err != nil {
-				return fmt.Errorf("kube: delete %s in %s: %w", d.kind, ns.Name, err)
-			}
+	for _, p := range pods.Items {
+		if !match(p.Spec) {
+			continue
+		}
+		if err := e.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name,
+			metav1.DeleteOptions{GracePeriodSeconds: &grace}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("kube: delete pod %s/%s: %w", p.Namespace, p.Name, err)
 		}
 	}
-	for _, ns := range nss.Items {
-		if err := e.Client.CoreV1().Pods(ns.Name).DeleteCollection(ctx,
-			metav1.DeleteOptions{GracePeriodSeconds: &grace}, metav1.ListOptions{}); err != nil {
-			return fmt.Errorf("kube: delete pods in %s: %w", ns.Name, err)
-		}
-	}
-	err = Poll(ctx, timeout, func(ctx context.Context) (bool, string, error) {
+	return nil
+}
+
+// waitPodsGone polls until no pod that match selects is left.
+func (e *Env) waitPodsGone(ctx context.Context, timeout time.Duration, match func(corev1.PodSpec) bool, what string) error {
+	err := Poll(ctx, timeout, func(ctx context.Context) (bool, string, error) {
 		pods, err := e.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, "", err
 		}
 		var left []string
 		for _, p := range pods.Items {
-			left = append(left, p.Namespace+"/"+p.Name)
+			if match(p.Spec) {
+				left = append(left, p.Namespace+"/"+p.Name)
+			}
 		}
-		return len(left) == 0, fmt.Sprintf("pods left: %v", left), nil
+		return len(left) == 0, fmt.Sprintf("%s left: %v", what, left), nil
 	})
 	if err != nil {
-		return fmt.Errorf("kube: pods not deleted: %w", err)
+		return fmt.Errorf("kube: %s not deleted: %w", what, err)
 	}
 	return nil
 }
@@ -982,6 +1056,41 @@ func unmountBelow(dir string) []error {
 	}
 	if mps, err := mountsBelow(dir); err == nil && len(mps) > 0 {
 		errs = append(errs, fmt.Errorf("kube: still mounted below %s: %v", dir, mps))
+	}
+	return errs
+}
+
+// loopsBelow maps each loop device whose backing file is below dir (also
+// one deleted since it was attached) to that file.
+func loopsBelow(dir string) map[string]string {
+	out := map[string]string{}
+	files, _ := filepath.Glob("/sys/block/loop*/loop/backing_file")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // detached meanwhile
+		}
+		file := strings.TrimSuffix(strings.TrimSpace(string(b)), " (deleted)")
+		if strings.HasPrefix(file, dir+"/") {
+			out["/dev/"+filepath.Base(filepath.Dir(filepath.Dir(f)))] = file
+		}
+	}
+	return out
+}
+
+// detachLoopsBelow detaches the loop devices backed by files below dir,
+// which kubelet stopped with volumes still staged, or a driver that does
+// not detach on NodeUnstageVolume, leaves behind. Each is an error: the
+// environment cleaned up after a failure or a leak.
+func detachLoopsBelow(dir string) []error {
+	var errs []error
+	for dev, file := range loopsBelow(dir) {
+		out, err := exec.Command("losetup", "-d", dev).CombinedOutput()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("kube: loop device %s (backing file %s) left attached; losetup -d: %v: %s", dev, file, err, out))
+			continue
+		}
+		errs = append(errs, fmt.Errorf("kube: loop device %s (backing file %s) was left attached; detached it", dev, file))
 	}
 	return errs
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
-	"golang.org/x/sys/unix"
 
 	"github.com/csikit/csikit/csitest"
 	"github.com/csikit/csikit/examples/hostpath/driver"
@@ -28,57 +27,8 @@ func TestRestoreAndCloneFillTheLargerVolume(t *testing.T) {
 	needRoot(t)
 	csitest.RequireCommand(t, "mkfs.ext4", "e2fsprogs")
 	csitest.RequireCommand(t, "resize2fs", "e2fsprogs")
-	dir := shortDir(t, "hprg")
-	state := filepath.Join(dir, "state")
-	s := serve(t, dir, driver.Options{StateDir: state})
-	ctx := context.Background()
-	const small, large = 16 << 20, 64 << 20
-	src := createVol(t, s, "grow-src", small, capFor(false, "ext4"), nil)
-	stage := func(t *testing.T, id, name string) string {
-		t.Helper()
-		staging := filepath.Join(dir, name)
-		detachAtCleanup(t, filepath.Join(state, "images", id+".img"))
-		unmountAtCleanup(t, staging)
-		if _, err := s.node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging,
-			VolumeCapability: capFor(false, "ext4")}); err != nil {
-			t.Fatalf("stage %s: %v", id, err)
-		}
-		t.Cleanup(func() {
-			_, _ = s.node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging})
-		})
-		return staging
-	}
-	staging := stage(t, src, "src")
-	if err := os.WriteFile(filepath.Join(staging, "kept"), []byte("from the source"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: src, StagingTargetPath: staging}); err != nil {
-		t.Fatal(err)
-	}
-	snap, err := s.ctl.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{SourceVolumeId: src, Name: "grow-snap"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, source := range map[string]*csi.VolumeContentSource{
-		"restore": {Type: &csi.VolumeContentSource_Snapshot{Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: snap.GetSnapshot().GetSnapshotId()}}},
-		"clone":   {Type: &csi.VolumeContentSource_Volume{Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: src}}},
-	} {
-		t.Run(name, func(t *testing.T) {
-			id := createVol(t, s, "grow-"+name, large, capFor(false, "ext4"), source)
-			staging := stage(t, id, name)
-			var sfs unix.Statfs_t
-			if err := unix.Statfs(staging, &sfs); err != nil {
-				t.Fatal(err)
-			}
-			// ext4's own metadata takes a few percent.
-			if got := int64(sfs.Blocks) * sfs.Bsize; got < large*9/10 {
-				t.Errorf("the %s's filesystem is %d bytes, want about the volume's %d (the source's was %d)", name, got, large, small)
-			}
-			if b, err := os.ReadFile(filepath.Join(staging, "kept")); err != nil || string(b) != "from the source" {
-				t.Errorf("the source's file in the %s: %q, %v", name, b, err)
-			}
-		})
-	}
+	// ext4's own metadata takes a few percent.
+	newNodeFixture(t, "hprg", "", driver.Options{}).checkCopiesFill(t, "grow", "ext4", 16<<20, 64<<20, 90)
 }
 
 // TestOfflineExpansionGrowsExt4: ControllerExpandVolume of an ext4 volume
@@ -92,25 +42,21 @@ func TestOfflineExpansionGrowsExt4(t *testing.T) {
 	needRoot(t)
 	csitest.RequireCommand(t, "mkfs.ext4", "e2fsprogs")
 	csitest.RequireCommand(t, "resize2fs", "e2fsprogs")
-	dir := shortDir(t, "hpox")
-	state := filepath.Join(dir, "state")
-	s := serve(t, dir, driver.Options{StateDir: state})
+	f := newNodeFixture(t, "hpox", "", driver.Options{})
+	s := f.s
 	ctx := context.Background()
 	const small, large = 16 << 20, 64 << 20
-	id := createVol(t, s, "offline", small, capFor(false, "ext4"), nil)
-	staging := filepath.Join(dir, "staging")
-	detachAtCleanup(t, filepath.Join(state, "images", id+".img"))
-	unmountAtCleanup(t, staging)
+	v := f.vol(t, "offline", small, "ext4", nil, "staging")
+	id, staging := v.id, v.staging
 	stage := func() {
 		t.Helper()
-		if _, err := s.node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging,
-			VolumeCapability: capFor(false, "ext4")}); err != nil {
+		if err := v.stage(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
 	unstage := func() {
 		t.Helper()
-		if _, err := s.node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging}); err != nil {
+		if err := v.unstage(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -129,11 +75,7 @@ func TestOfflineExpansionGrowsExt4(t *testing.T) {
 	}
 	stage()
 	t.Cleanup(unstage)
-	var sfs unix.Statfs_t
-	if err := unix.Statfs(staging, &sfs); err != nil {
-		t.Fatal(err)
-	}
-	if got := int64(sfs.Blocks) * sfs.Bsize; got < large*9/10 {
+	if got := fsSize(t, staging); got < large*9/10 {
 		t.Errorf("after an offline expansion to %d bytes the filesystem is %d bytes, before any NodeExpandVolume", large, got)
 	}
 	if b, err := os.ReadFile(filepath.Join(staging, "kept")); err != nil || string(b) != "before" {

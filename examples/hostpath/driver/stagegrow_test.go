@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/csikit/csikit/block"
 	"github.com/csikit/csikit/csitest"
 	"github.com/csikit/csikit/examples/hostpath/driver"
 )
@@ -49,9 +48,8 @@ func fsckClean(t *testing.T, img string) {
 // only mounted, right after the mount (xfs_growfs: CAP_SYS_ADMIN).
 func TestStageGrowsAfterStagedExpand(t *testing.T) {
 	needRoot(t)
-	dir := shortDir(t, "hpsg")
-	state := filepath.Join(dir, "state")
-	s := serve(t, dir, driver.Options{StateDir: state})
+	f := newNodeFixture(t, "hpsg", "", driver.Options{})
+	s := f.s
 	ctx := context.Background()
 	for _, k := range []struct {
 		fs, pkg, grow string
@@ -60,48 +58,42 @@ func TestStageGrowsAfterStagedExpand(t *testing.T) {
 		t.Run(k.fs, func(t *testing.T) {
 			csitest.RequireCommand(t, "mkfs."+k.fs, k.pkg)
 			csitest.RequireCommand(t, k.grow, k.pkg)
-			id := createVol(t, s, "sg-"+k.fs, k.small, capFor(false, k.fs), nil)
-			img := filepath.Join(state, "images", id+".img")
-			staging := filepath.Join(dir, k.fs)
-			detachAtCleanup(t, img)
-			unmountAtCleanup(t, staging)
-			stage := &csi.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging, VolumeCapability: capFor(false, k.fs)}
-			unstage := &csi.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging}
-			if _, err := s.node.NodeStageVolume(ctx, stage); err != nil {
+			v := f.vol(t, "sg-"+k.fs, k.small, k.fs, nil, k.fs)
+			if err := v.stage(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(filepath.Join(staging, "kept"), []byte("before the resize"), 0o600); err != nil {
+			if err := os.WriteFile(filepath.Join(v.staging, "kept"), []byte("before the resize"), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			r, err := s.ctl.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: id,
-				CapacityRange: &csi.CapacityRange{RequiredBytes: k.large}, VolumeCapability: stage.VolumeCapability})
+			r, err := s.ctl.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: v.id,
+				CapacityRange: &csi.CapacityRange{RequiredBytes: k.large}, VolumeCapability: v.stageReq.VolumeCapability})
 			if err != nil || !r.GetNodeExpansionRequired() {
 				t.Fatalf("ControllerExpandVolume while staged: %v, %v (want the node step)", r, err)
 			}
-			if _, err := s.node.NodeUnstageVolume(ctx, unstage); err != nil {
+			if err := v.unstage(ctx); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := s.node.NodeStageVolume(ctx, stage); err != nil {
+			if err := v.stage(ctx); err != nil {
 				t.Fatalf("stage after a controller resize: %v", err)
 			}
-			if got := fsSize(t, staging); got < k.large*85/100 { // xfs's log is outside the count
+			if got := fsSize(t, v.staging); got < k.large*85/100 { // xfs's log is outside the count
 				t.Errorf("staged after the controller resize: a %d-byte filesystem, want about the volume's %d (it was %d)", got, k.large, k.small)
 			}
-			if _, err := s.node.NodeExpandVolume(ctx, &csi.NodeExpandVolumeRequest{VolumeId: id, VolumePath: staging,
-				StagingTargetPath: staging, CapacityRange: &csi.CapacityRange{RequiredBytes: k.large}}); err != nil {
+			if _, err := s.node.NodeExpandVolume(ctx, &csi.NodeExpandVolumeRequest{VolumeId: v.id, VolumePath: v.staging,
+				StagingTargetPath: v.staging, CapacityRange: &csi.CapacityRange{RequiredBytes: k.large}}); err != nil {
 				t.Errorf("NodeExpandVolume after the stage: %v", err)
 			}
-			if got := fsSize(t, staging); got < k.large*85/100 { // xfs's log is outside the count
+			if got := fsSize(t, v.staging); got < k.large*85/100 { // xfs's log is outside the count
 				t.Errorf("after NodeExpandVolume: a %d-byte filesystem, want about the volume's %d", got, k.large)
 			}
-			if b, err := os.ReadFile(filepath.Join(staging, "kept")); err != nil || string(b) != "before the resize" {
+			if b, err := os.ReadFile(filepath.Join(v.staging, "kept")); err != nil || string(b) != "before the resize" {
 				t.Errorf("the file written before the resize: %q, %v", b, err)
 			}
-			if _, err := s.node.NodeUnstageVolume(ctx, unstage); err != nil {
+			if err := v.unstage(ctx); err != nil {
 				t.Fatal(err)
 			}
 			if k.fs == "ext4" {
-				fsckClean(t, img)
+				fsckClean(t, v.img)
 			}
 		})
 	}
@@ -150,23 +142,16 @@ func TestOfflineGrowOnFullDisk(t *testing.T) {
 	needRoot(t)
 	csitest.RequireCommand(t, "mkfs.ext4", "e2fsprogs")
 	csitest.RequireCommand(t, "resize2fs", "e2fsprogs")
-	dir := shortDir(t, "hpgf")
-	state := tmpfsState(t, dir, "48m")
 	// The capacity is not the tmpfs's: the volume's file is sparse.
-	s := serve(t, dir, driver.Options{StateDir: state, Capacity: 4 << 30})
+	f := newNodeFixture(t, "hpgf", "48m", driver.Options{Capacity: 4 << 30})
+	s, state := f.s, f.state
 	ctx := context.Background()
 	const small, large = 16 << 20, 1 << 30
-	id := createVol(t, s, "full", small, capFor(false, "ext4"), nil)
-	img := filepath.Join(state, "images", id+".img")
-	marker := filepath.Join(state, "images", id+".staged")
-	staging := filepath.Join(dir, "staging")
-	detachAtCleanup(t, img)
-	unmountAtCleanup(t, staging)
-	stage := &csi.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging, VolumeCapability: capFor(false, "ext4")}
-	unstage := &csi.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging}
+	v := f.vol(t, "full", small, "ext4", nil, "staging")
+	id, img, staging := v.id, v.img, v.staging
 	expand := func(size int64) error {
 		_, err := s.ctl.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: id,
-			CapacityRange: &csi.CapacityRange{RequiredBytes: size}, VolumeCapability: stage.VolumeCapability})
+			CapacityRange: &csi.CapacityRange{RequiredBytes: size}, VolumeCapability: v.stageReq.VolumeCapability})
 		return err
 	}
 	capacity := func() int64 {
@@ -185,25 +170,13 @@ func TestOfflineGrowOnFullDisk(t *testing.T) {
 		}
 		return fi.Size()
 	}
-	checkUnstaged := func(when string) {
-		t.Helper()
-		if dev, ok, err := block.FindLoop(ctx, img); err != nil || ok {
-			t.Errorf("%s: loop device %s still attached to the image (%v)", when, dev, err)
-		}
-		if _, err := os.Stat(marker); !os.IsNotExist(err) {
-			t.Errorf("%s: staged marker left behind (%v)", when, err)
-		}
-		if mounted(t, staging) {
-			t.Errorf("%s: %s is still mounted", when, staging)
-		}
-	}
-	if _, err := s.node.NodeStageVolume(ctx, stage); err != nil {
+	if err := v.stage(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(filepath.Join(staging, "kept"), []byte("before the full disk"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.node.NodeUnstageVolume(ctx, unstage); err != nil {
+	if err := v.unstage(ctx); err != nil {
 		t.Fatal(err)
 	}
 
@@ -219,7 +192,7 @@ func TestOfflineGrowOnFullDisk(t *testing.T) {
 		if got := imgSize(); got != small {
 			t.Errorf("backing file after the failed expansion: %d bytes, want %d", got, small)
 		}
-		checkUnstaged("after the failed expansion")
+		v.checkUnstaged(t, ctx, "after the failed expansion")
 		os.Remove(filler)
 		fsckClean(t, img)
 		if err := expand(large / 2); err != nil {
@@ -228,7 +201,7 @@ func TestOfflineGrowOnFullDisk(t *testing.T) {
 	})
 
 	t.Run("stage", func(t *testing.T) {
-		if _, err := s.node.NodeStageVolume(ctx, stage); err != nil {
+		if err := v.stage(ctx); err != nil {
 			t.Fatal(err)
 		}
 		if got := fsSize(t, staging); got < large/2*9/10 {
@@ -237,18 +210,18 @@ func TestOfflineGrowOnFullDisk(t *testing.T) {
 		if err := expand(large); err != nil { // while staged: the node grows it
 			t.Fatal(err)
 		}
-		if _, err := s.node.NodeUnstageVolume(ctx, unstage); err != nil {
+		if err := v.unstage(ctx); err != nil {
 			t.Fatal(err)
 		}
 		filler := fillUp(t, state)
-		_, err := s.node.NodeStageVolume(ctx, stage)
+		err := v.stage(ctx)
 		if status.Code(err) != codes.ResourceExhausted {
 			t.Errorf("NodeStageVolume growing the filesystem on a full disk: %v, want RESOURCE_EXHAUSTED", err)
 		}
-		checkUnstaged("after the failed stage")
+		v.checkUnstaged(t, ctx, "after the failed stage")
 		os.Remove(filler)
 		fsckClean(t, img)
-		if _, err := s.node.NodeStageVolume(ctx, stage); err != nil {
+		if err := v.stage(ctx); err != nil {
 			t.Fatalf("stage with space again: %v", err)
 		}
 		if got := fsSize(t, staging); got < large*9/10 {
@@ -257,7 +230,7 @@ func TestOfflineGrowOnFullDisk(t *testing.T) {
 		if b, err := os.ReadFile(filepath.Join(staging, "kept")); err != nil || string(b) != "before the full disk" {
 			t.Errorf("the file written before: %q, %v", b, err)
 		}
-		if _, err := s.node.NodeUnstageVolume(ctx, unstage); err != nil {
+		if err := v.unstage(ctx); err != nil {
 			t.Fatal(err)
 		}
 		fsckClean(t, img)
@@ -274,53 +247,7 @@ func TestXFSRestoreFillsTheLargerVolume(t *testing.T) {
 	needRoot(t)
 	csitest.RequireCommand(t, "mkfs.xfs", "xfsprogs")
 	csitest.RequireCommand(t, "xfs_growfs", "xfsprogs")
-	dir := shortDir(t, "hpxr")
-	state := filepath.Join(dir, "state")
-	s := serve(t, dir, driver.Options{StateDir: state})
-	ctx := context.Background()
-	const small, large = 300 << 20, 700 << 20
-	stage := func(t *testing.T, id, name string) string {
-		t.Helper()
-		staging := filepath.Join(dir, name)
-		detachAtCleanup(t, filepath.Join(state, "images", id+".img"))
-		unmountAtCleanup(t, staging)
-		if _, err := s.node.NodeStageVolume(ctx, &csi.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging,
-			VolumeCapability: capFor(false, "xfs")}); err != nil {
-			t.Fatalf("stage %s: %v", id, err)
-		}
-		t.Cleanup(func() {
-			_, _ = s.node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging})
-		})
-		return staging
-	}
-	src := createVol(t, s, "xr-src", small, capFor(false, "xfs"), nil)
-	staging := stage(t, src, "src")
-	if err := os.WriteFile(filepath.Join(staging, "kept"), []byte("from the source"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	srcSize := fsSize(t, staging)
-	if _, err := s.node.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: src, StagingTargetPath: staging}); err != nil {
-		t.Fatal(err)
-	}
-	snap, err := s.ctl.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{SourceVolumeId: src, Name: "xr-snap"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, source := range map[string]*csi.VolumeContentSource{
-		"restore": {Type: &csi.VolumeContentSource_Snapshot{Snapshot: &csi.VolumeContentSource_SnapshotSource{SnapshotId: snap.GetSnapshot().GetSnapshotId()}}},
-		"clone":   {Type: &csi.VolumeContentSource_Volume{Volume: &csi.VolumeContentSource_VolumeSource{VolumeId: src}}},
-	} {
-		t.Run(name, func(t *testing.T) {
-			id := createVol(t, s, "xr-"+name, large, capFor(false, "xfs"), source)
-			staging := stage(t, id, name)
-			if got := fsSize(t, staging); got < large*85/100 {
-				t.Errorf("the %s's filesystem is %d bytes, want about the volume's %d (the source's was %d)", name, got, large, srcSize)
-			}
-			if b, err := os.ReadFile(filepath.Join(staging, "kept")); err != nil || string(b) != "from the source" {
-				t.Errorf("the source's file in the %s: %q, %v", name, b, err)
-			}
-		})
-	}
+	newNodeFixture(t, "hpxr", "", driver.Options{}).checkCopiesFill(t, "xr", "xfs", 300<<20, 700<<20, 85)
 }
 
 // TestXFSGrowAtStageOnFullDisk: the xfs_growfs a stage runs after the
@@ -335,61 +262,44 @@ func TestXFSGrowAtStageOnFullDisk(t *testing.T) {
 	csitest.RequireCommand(t, "mkfs.xfs", "xfsprogs")
 	csitest.RequireCommand(t, "xfs_growfs", "xfsprogs")
 	csitest.RequireCommand(t, "xfs_repair", "xfsprogs")
-	dir := shortDir(t, "hpxf")
-	state := tmpfsState(t, dir, "160m") // mkfs.xfs writes its whole log
-	s := serve(t, dir, driver.Options{StateDir: state, Capacity: 8 << 30})
+	f := newNodeFixture(t, "hpxf", "160m", driver.Options{Capacity: 8 << 30}) // mkfs.xfs writes its whole log
 	ctx := context.Background()
 	const small, large = 300 << 20, 4 << 30
-	id := createVol(t, s, "xfull", small, capFor(false, "xfs"), nil)
-	img := filepath.Join(state, "images", id+".img")
-	marker := filepath.Join(state, "images", id+".staged")
-	staging := filepath.Join(dir, "staging")
-	detachAtCleanup(t, img)
-	unmountAtCleanup(t, staging)
-	stage := &csi.NodeStageVolumeRequest{VolumeId: id, StagingTargetPath: staging, VolumeCapability: capFor(false, "xfs")}
-	unstage := &csi.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging}
-	if _, err := s.node.NodeStageVolume(ctx, stage); err != nil {
+	v := f.vol(t, "xfull", small, "xfs", nil, "staging")
+	if err := v.stage(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(staging, "kept"), []byte("before the full disk"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(v.staging, "kept"), []byte("before the full disk"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.ctl.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: id,
-		CapacityRange: &csi.CapacityRange{RequiredBytes: large}, VolumeCapability: stage.VolumeCapability}); err != nil {
+	if _, err := f.s.ctl.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: v.id,
+		CapacityRange: &csi.CapacityRange{RequiredBytes: large}, VolumeCapability: v.stageReq.VolumeCapability}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.node.NodeUnstageVolume(ctx, unstage); err != nil {
+	if err := v.unstage(ctx); err != nil {
 		t.Fatal(err)
 	}
-	filler := fillUp(t, state)
-	if _, err := s.node.NodeStageVolume(ctx, stage); status.Code(err) != codes.ResourceExhausted {
+	filler := fillUp(t, f.state)
+	if err := v.stage(ctx); status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("a stage that grows xfs on a full disk: %v, want RESOURCE_EXHAUSTED", err)
 	}
-	if dev, ok, err := block.FindLoop(ctx, img); err != nil || ok {
-		t.Errorf("after the failed stage: loop device %s still attached (%v)", dev, err)
-	}
-	if _, err := os.Stat(marker); !os.IsNotExist(err) {
-		t.Errorf("after the failed stage: staged marker left behind (%v)", err)
-	}
-	if mounted(t, staging) {
-		t.Errorf("after the failed stage: %s is still mounted", staging)
-	}
+	v.checkUnstaged(t, ctx, "after the failed stage")
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("xfs_repair", "-n", img).CombinedOutput(); err != nil {
+	if out, err := exec.Command("xfs_repair", "-n", v.img).CombinedOutput(); err != nil {
 		t.Errorf("xfs_repair -n after the failed stage: %v\n%s", err, out)
 	}
-	if _, err := s.node.NodeStageVolume(ctx, stage); err != nil {
+	if err := v.stage(ctx); err != nil {
 		t.Fatalf("stage with space again: %v", err)
 	}
-	if got := fsSize(t, staging); got < large*85/100 {
+	if got := fsSize(t, v.staging); got < large*85/100 {
 		t.Errorf("staged with space again: %d bytes, want about %d", got, large)
 	}
-	if b, err := os.ReadFile(filepath.Join(staging, "kept")); err != nil || string(b) != "before the full disk" {
+	if b, err := os.ReadFile(filepath.Join(v.staging, "kept")); err != nil || string(b) != "before the full disk" {
 		t.Errorf("the file written before: %q, %v", b, err)
 	}
-	if _, err := s.node.NodeUnstageVolume(ctx, unstage); err != nil {
+	if err := v.unstage(ctx); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -6,6 +6,9 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/ceph/go-ceph/rados"
 	"google.golang.org/grpc/codes"
@@ -61,6 +64,45 @@ func CredentialsFromSecrets(secrets map[string]string) (Credentials, error) {
 		return Credentials{}, status.Errorf(codes.InvalidArgument, "secret %q is not a Ceph key (want the base64 text `ceph auth get-key` prints)", SecretUserKey)
 	}
 	return c, nil
+}
+
+// readSecretsDir reads the standing credentials of Options.SecretsDir:
+// the files userID and userKey, as a mounted Secret holds them (a final
+// newline, which `kubectl create secret --from-file` keeps, is dropped).
+// Errors are FailedPrecondition, name the file and never its content.
+func readSecretsDir(dir string) (Credentials, error) {
+	read := func(key string) (string, error) {
+		b, err := os.ReadFile(filepath.Join(dir, key))
+		if err != nil {
+			return "", status.Errorf(codes.FailedPrecondition, "the standing Ceph credentials (--secrets-dir): %v", err)
+		}
+		return strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r"), nil
+	}
+	user, err := read(SecretUserID)
+	if err != nil {
+		return Credentials{}, err
+	}
+	key, err := read(SecretUserKey)
+	if err != nil {
+		return Credentials{}, err
+	}
+	if !validUser(user) {
+		return Credentials{}, status.Errorf(codes.FailedPrecondition, "the standing Ceph credentials (--secrets-dir): %s is not a valid Ceph user name (want letters, digits, '.', '_' or '-', without \"client.\")", filepath.Join(dir, SecretUserID))
+	}
+	if !validKey(key) {
+		return Credentials{}, status.Errorf(codes.FailedPrecondition, "the standing Ceph credentials (--secrets-dir): %s is not a Ceph key (want the base64 text `ceph auth get-key` prints)", filepath.Join(dir, SecretUserKey))
+	}
+	return Credentials{User: user, Key: key}, nil
+}
+
+// standing returns the credentials of Options.SecretsDir; ok is false
+// without one.
+func (d *Driver) standing() (c Credentials, ok bool, err error) {
+	if d.opts.SecretsDir == "" {
+		return Credentials{}, false, nil
+	}
+	c, err = readSecretsDir(d.opts.SecretsDir)
+	return c, err == nil, err
 }
 
 func validUser(s string) bool {

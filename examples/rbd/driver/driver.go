@@ -4,9 +4,11 @@
 // journal lives in RADOS omap objects in each pool, and the node maps
 // images with krbd, rbd-nbd or rbd-fuse plus a loop device.
 //
-// Credentials come only from the CSI secrets of each request (userID,
-// userKey); the controller keeps one RADOS connection per set of
-// credentials. The key is handed to librados as a config option and to the
+// Credentials come from the CSI secrets of each request (userID,
+// userKey) and, for the work no request carries secrets to (lifting and
+// renewing fences after a restart, registering a node), from
+// Options.SecretsDir, a mounted Secret read at each use; the controller
+// keeps one RADOS connection per set of credentials. The key is handed to librados as a config option and to the
 // node's map tools in a root-only file removed right after the tool read
 // it; it never appears in logs, errors, argument lists or environments.
 package driver
@@ -79,6 +81,11 @@ type Options struct {
 	// points and, for the moment a map tool reads them, key files
 	// (default /var/lib/csikit-rbd).
 	StateDir string
+	// NBDLockFile is the host-wide lock under which rbd-nbd stages pick
+	// and map their /dev/nbdN (default DefaultNBDLockFile). Every node
+	// plugin on a host must use the same file (in a container: the
+	// host's path, mounted), or two can pick the same device.
+	NBDLockFile string
 	// Mapper is the node's default mapper: "krbd" (default), "rbd-nbd"
 	// or "rbd-fuse".
 	Mapper string
@@ -96,8 +103,24 @@ type Options struct {
 	// takes over reservations whose lease expired.
 	CreateLease time.Duration
 	// FenceExpiry is how long a fence's blocklist entries last unless
-	// Unfence lifts them first (default DefaultFenceExpiry).
+	// Unfence lifts them first, or RenewFences renews them (default
+	// DefaultFenceExpiry).
 	FenceExpiry time.Duration
+	// SecretsDir, when set, is a directory holding the files userID and
+	// userKey (SecretUserID, SecretUserKey): a Kubernetes Secret mounted
+	// as a volume. They are the plugin's standing Ceph credentials, read
+	// at each use (a rotated Secret applies without a restart) and never
+	// copied elsewhere, for the calls that carry no secrets: Unfence (the
+	// csikit Fencing service) and the fence journal after a restart,
+	// RenewFences, and a node plugin's registration at NodeGetInfo. The
+	// secrets of a request, when it has them, are used first.
+	SecretsDir string
+	// RequireNodeRegistration makes ControllerPublishVolume answer
+	// NOT_FOUND for a node that no node plugin registered: node plugins
+	// register their ID at NodeGetInfo when they have SecretsDir (see
+	// NodesObject). Every node plugin then needs SecretsDir and the same
+	// DefaultPool as the controller.
+	RequireNodeRegistration bool
 	// OpTimeout bounds every Ceph operation (default 30s).
 	OpTimeout time.Duration
 	// Runner, when set, runs every external tool of the node, the
@@ -145,6 +168,9 @@ func New(o Options) (*Driver, error) {
 	if o.StateDir == "" {
 		o.StateDir = "/var/lib/csikit-rbd"
 	}
+	if o.NBDLockFile == "" {
+		o.NBDLockFile = DefaultNBDLockFile
+	}
 	if o.Mapper == "" {
 		o.Mapper = MapperKRBD
 	}
@@ -184,7 +210,7 @@ func New(o Options) (*Driver, error) {
 	}
 	d.mappers = map[string]Mapper{
 		MapperKRBD: &krbdMapper{run: run, keys: d.keyDir(), sysfs: "/sys/bus/rbd/devices"},
-		MapperNBD:  &nbdMapper{run: run, keys: d.keyDir(), state: o.StateDir, sysfs: "/sys/block", module: "/sys/module/nbd", mountinfo: "/proc/self/mountinfo"},
+		MapperNBD:  &nbdMapper{run: run, keys: d.keyDir(), state: o.StateDir, lockFile: o.NBDLockFile, sysfs: "/sys/block", module: "/sys/module/nbd", mountinfo: "/proc/self/mountinfo"},
 		MapperFUSE: &fuseMapper{run: run, keys: d.keyDir(), dir: filepath.Join(o.StateDir, "fuse")},
 	}
 	if _, ok := d.mappers[o.Mapper]; !ok {

@@ -21,11 +21,12 @@ import (
 )
 
 // DefaultFenceExpiry is how long a fence's blocklist entries last without
-// an Unfence (Options.FenceExpiry): long, because a fence that expires
-// while its node is still hung lets that node's writes land again, and
-// cheap, because an entry names one client instance (address and nonce),
-// which no process started after the node's reboot reuses. See the
-// README's "Node loss and fencing".
+// an Unfence or a renewal (Options.FenceExpiry, RenewFences): long,
+// because a fence that expires while its node is still hung lets that
+// node's writes land again, and each renewal opens a moment without the
+// entry; cheap, because an entry names one client instance (address and
+// nonce), which no process started after the node's reboot reuses. See
+// the README's "Node loss and fencing".
 const DefaultFenceExpiry = 30 * 24 * time.Hour
 
 var _ csikit.Fencer = (*Driver)(nil)
@@ -53,8 +54,11 @@ func (d *Driver) rememberVolume(id volumeID, creds Credentials) {
 
 // credsFor finds credentials for volume id: the secrets of the request
 // running in ctx, those last seen with the volume (its
-// ControllerPublish/Unpublish or NodeStage), or any connection's that can
-// see the volume's pool.
+// ControllerPublish/Unpublish or NodeStage), the standing ones
+// (Options.SecretsDir), or any connection's that can see the volume's
+// pool. Secrets are kept in memory only, never journaled: after a
+// restart, a call without a request (Server.Unfence, RenewFences) has
+// the standing credentials.
 func (d *Driver) credsFor(ctx context.Context, id volumeID) (Credentials, error) {
 	if req, ok := journal.Request(ctx); ok {
 		if c, err := CredentialsFromSecrets(secretsOf(req)); err == nil {
@@ -67,12 +71,19 @@ func (d *Driver) credsFor(ctx context.Context, id volumeID) (Credentials, error)
 	if ok {
 		return c, nil
 	}
+	c, ok, serr := d.standing()
+	if ok {
+		return c, nil
+	}
 	for _, c := range d.conns.Credentials() {
 		if _, err := d.poolName(ctx, c, id.pool); err == nil {
 			return c, nil
 		}
 	}
-	return Credentials{}, status.Errorf(codes.Unavailable, "no Ceph credentials for volume %s yet (this process has not served a request with its secrets since it started): retry after the volume's ControllerPublish/Unpublish", id)
+	if serr != nil {
+		return Credentials{}, serr
+	}
+	return Credentials{}, status.Errorf(codes.Unavailable, "no Ceph credentials for volume %s yet: this process has not served a request with its secrets since it started, and has no standing credentials (--secrets-dir, a mounted Secret with userID and userKey); retry after the volume's ControllerPublish/Unpublish, or set --secrets-dir", id)
 }
 
 // liveClients returns the addresses of image name's watchers and of its

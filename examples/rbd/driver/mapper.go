@@ -208,9 +208,11 @@ func (m *krbdMapper) Unmap(ctx context.Context, img Image) error {
 type nbdMapper struct {
 	run  tools
 	keys string
-	// state is the node's state directory: the pick lock and the stage
-	// records (staged/*.json) live there.
+	// state is the node's state directory: the stage records
+	// (staged/*.json) live there.
 	state string
+	// lockFile is the host-wide pick lock (Options.NBDLockFile).
+	lockFile string
 	// sysfs is /sys/block, module /sys/module/nbd and mountinfo
 	// /proc/self/mountinfo (fakes in tests).
 	sysfs, module, mountinfo string

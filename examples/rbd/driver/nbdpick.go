@@ -25,14 +25,16 @@ import (
 // there would sit under a stale mount. So the mapper picks the device
 // itself and passes it with --device: only a device that is not
 // connected, not mounted, not held, and not recorded by another stage of
-// this node, under a lock in the state directory so the node's stages
-// (and a second node plugin sharing the state directory) do not pick the
-// same one; a map that fails because another mapper took the device
-// meanwhile moves on to the next.
+// this node, under a host-wide lock (Options.NBDLockFile) so that no two
+// stages on the host pick the same one — the node's own, and those of
+// other node plugins on the host with state directories of their own; a
+// map that fails because another mapper (one that takes no such lock)
+// took the device meanwhile moves on to the next.
 
-// nbdPickLock is the lock file, in the state directory, that serializes
-// the pick and map of nbd devices.
-const nbdPickLock = "nbd-pick.lock"
+// DefaultNBDLockFile is Options.NBDLockFile's default: a host path, in a
+// root-only directory (not the world-writable /run/lock, where any user
+// could create the file first and hold its lock).
+const DefaultNBDLockFile = "/run/csikit-rbd/nbd-pick.lock"
 
 // mapFree runs `rbd-nbd <args> --device /dev/nbdN <spec>` on the first
 // free nbd device, and the next when the map fails because the device was
@@ -98,14 +100,26 @@ func (m *nbdMapper) mapFree(ctx context.Context, img Image, args []string, spec 
 	return "", status.Error(codes.ResourceExhausted, msg)
 }
 
-// lock takes the pick lock, waiting for it as long as ctx allows.
+// lock takes the host-wide pick lock, waiting for it as long as ctx
+// allows. The lock file is opened without following a symlink and must
+// be a regular file of this process's user (root): one someone else
+// created could be held by them forever.
 func (m *nbdMapper) lock(ctx context.Context) (func(), error) {
-	if err := os.MkdirAll(m.state, 0o700); err != nil {
+	if err := os.MkdirAll(filepath.Dir(m.lockFile), 0o700); err != nil {
 		return nil, status.Errorf(codes.Internal, "nbd pick lock: %v", err)
 	}
-	f, err := os.OpenFile(filepath.Join(m.state, nbdPickLock), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	f, err := os.OpenFile(m.lockFile, os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
+		return nil, status.Errorf(codes.FailedPrecondition, "nbd pick lock (--nbd-lock-file): %v", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		_ = f.Close()
 		return nil, status.Errorf(codes.Internal, "nbd pick lock: %v", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || int(st.Uid) != os.Geteuid() {
+		_ = f.Close()
+		return nil, status.Errorf(codes.FailedPrecondition, "nbd pick lock %s is not a regular file of uid %d (mode %o, uid %d): remove it, or choose another path with --nbd-lock-file", m.lockFile, os.Geteuid(), st.Mode, st.Uid)
 	}
 	for {
 		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)

@@ -25,6 +25,7 @@ type fakeNBDHost struct {
 	t                   *testing.T
 	sysfs, mountinfo    string
 	state, module, keys string
+	lockFile            string // the host-wide pick lock
 	calls               []string
 	takenBy             map[string]bool // --device taken by "another mapper" as the map runs
 }
@@ -32,6 +33,7 @@ type fakeNBDHost struct {
 func newFakeNBDHost(t *testing.T, n int) *fakeNBDHost {
 	f := &fakeNBDHost{t: t, sysfs: t.TempDir(), state: t.TempDir(), keys: t.TempDir(), takenBy: map[string]bool{}}
 	f.module = filepath.Join(t.TempDir(), "nbd")
+	f.lockFile = filepath.Join(t.TempDir(), "run", "nbd-pick.lock")
 	f.mountinfo = filepath.Join(t.TempDir(), "mountinfo")
 	must(t, os.MkdirAll(filepath.Join(f.module, "parameters"), 0o755))
 	must(t, os.WriteFile(filepath.Join(f.module, "parameters", "nbds_max"), []byte("16\n"), 0o644))
@@ -91,7 +93,7 @@ func (f *fakeNBDHost) run(_ context.Context, name string, args ...string) ([]byt
 }
 
 func (f *fakeNBDHost) mapper() *nbdMapper {
-	return &nbdMapper{run: f.run, keys: f.keys, state: f.state, sysfs: f.sysfs, module: f.module, mountinfo: f.mountinfo}
+	return &nbdMapper{run: f.run, keys: f.keys, state: f.state, lockFile: f.lockFile, sysfs: f.sysfs, module: f.module, mountinfo: f.mountinfo}
 }
 
 // TestNBDMapTakesAFreeDevice: the VM lane's split-brain trial 13 of 20
@@ -125,8 +127,8 @@ func TestNBDMapTakesAFreeDevice(t *testing.T) {
 	if len(f.calls) != 1 || !strings.Contains(f.calls[0], " --device /dev/nbd5 p/img") {
 		t.Fatalf("calls %q; want one map with --device /dev/nbd5", f.calls)
 	}
-	if _, err := os.Stat(filepath.Join(f.state, nbdPickLock)); err != nil {
-		t.Fatalf("no pick lock file in the state directory: %v", err)
+	if _, err := os.Stat(f.lockFile); err != nil {
+		t.Fatalf("no pick lock file: %v", err)
 	}
 }
 
@@ -193,11 +195,12 @@ func TestNBDMapWithoutTheModule(t *testing.T) {
 	}
 }
 
-// TestNBDPickLockWaits: the pick lock is a real flock in the state
-// directory; a stage waiting on it gives up with its context.
+// TestNBDPickLockWaits: the pick lock is a real flock; a stage waiting
+// on it gives up with its context.
 func TestNBDPickLockWaits(t *testing.T) {
 	f := newFakeNBDHost(t, 2)
-	lf, err := os.OpenFile(filepath.Join(f.state, nbdPickLock), os.O_RDWR|os.O_CREATE, 0o600)
+	must(t, os.MkdirAll(filepath.Dir(f.lockFile), 0o700))
+	lf, err := os.OpenFile(f.lockFile, os.O_RDWR|os.O_CREATE, 0o600)
 	must(t, err)
 	defer lf.Close()
 	must(t, unix.Flock(int(lf.Fd()), unix.LOCK_EX))
@@ -210,5 +213,56 @@ func TestNBDPickLockWaits(t *testing.T) {
 	must(t, unix.Flock(int(lf.Fd()), unix.LOCK_UN))
 	if dev, err := f.mapper().mapNew(context.Background(), Image{Key: "k", Pool: "p", Name: "img"}); err != nil || dev != "/dev/nbd0" {
 		t.Fatalf("mapNew after the lock was released: %q, %v", dev, err)
+	}
+}
+
+// TestNBDPickLockIsHostWide: two node plugins on one host, each with its
+// own state directory, pick under one lock: while one holds it the
+// other's map waits (and gives up with its context) instead of picking
+// the same free /dev/nbdN; after it, each takes its own device. With the
+// lock in the state directory, as before, B mapped on nbd0 while A held
+// its lock about to map there.
+func TestNBDPickLockIsHostWide(t *testing.T) {
+	f := newFakeNBDHost(t, 4)
+	a := f.mapper()
+	b := f.mapper()
+	b.state = t.TempDir() // a node plugin of its own
+	unlock, err := a.lock(context.Background())
+	must(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if dev, err := b.mapNew(ctx, Image{Key: "kb", Pool: "p", Name: "b"}); status.Code(err) != codes.DeadlineExceeded || len(f.calls) != 0 {
+		t.Fatalf("B's map while A holds the pick lock: %q, %v, calls %q; want DeadlineExceeded and no map", dev, err, f.calls)
+	}
+	unlock()
+	devB, err := b.mapNew(context.Background(), Image{Key: "kb", Pool: "p", Name: "b"})
+	must(t, err)
+	devA, err := a.mapNew(context.Background(), Image{Key: "ka", Pool: "p", Name: "a"})
+	must(t, err)
+	if devA == devB || devB != "/dev/nbd0" || devA != "/dev/nbd1" {
+		t.Fatalf("B mapped on %s, A on %s; want nbd0 and nbd1", devB, devA)
+	}
+}
+
+// TestNBDPickLockRefusesForeignFile: the lock file is opened without
+// following a symlink and must be root's regular file: a file another
+// user created first could be locked by them forever.
+func TestNBDPickLockRefusesForeignFile(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to make a file of another user (CI runs as root)")
+	}
+	f := newFakeNBDHost(t, 2)
+	must(t, os.MkdirAll(filepath.Dir(f.lockFile), 0o700))
+	must(t, os.WriteFile(f.lockFile, nil, 0o666))
+	must(t, os.Chown(f.lockFile, 65534, 65534))
+	_, err := f.mapper().mapNew(context.Background(), Image{Key: "k", Pool: "p", Name: "img"})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), f.lockFile) || len(f.calls) != 0 {
+		t.Fatalf("map under a lock file of uid 65534: %v, calls %q; want FailedPrecondition naming the file, no map", err, f.calls)
+	}
+	must(t, os.Remove(f.lockFile))
+	must(t, os.Symlink(filepath.Join(t.TempDir(), "elsewhere"), f.lockFile))
+	_, err = f.mapper().mapNew(context.Background(), Image{Key: "k", Pool: "p", Name: "img"})
+	if status.Code(err) != codes.FailedPrecondition || len(f.calls) != 0 {
+		t.Fatalf("map under a symlinked lock file: %v, calls %q; want FailedPrecondition, no map", err, f.calls)
 	}
 }

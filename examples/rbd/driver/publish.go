@@ -179,9 +179,10 @@ func (d *Driver) removeAccess(ctx context.Context, creds Credentials, id volumeI
 // FailedPrecondition until ControllerUnpublishVolume (which fences that
 // node if it still holds the volume) releases it.
 //
-// The node ID is not checked against a list of nodes: the driver has
-// none (Kubernetes' attacher publishes only to nodes whose CSINode names
-// the driver), so an unknown node is published to like any other.
+// With Options.RequireNodeRegistration a node no node plugin registered
+// (NodeGetInfo, nodes.go) does not exist: NotFound. Without it the
+// driver has no list of nodes and publishes to any node ID (Kubernetes'
+// attacher publishes only to nodes whose CSINode names the driver).
 func (d *Driver) ControllerPublishVolume(ctx context.Context, r *csi.ControllerPublishVolumeRequest) (*csi.ControllerPublishVolumeResponse, error) {
 	id, ok := parseVolumeID(r.GetVolumeId())
 	if !ok {
@@ -215,6 +216,16 @@ func (d *Driver) ControllerPublishVolume(ctx context.Context, r *csi.ControllerP
 	}
 	d.remember(creds, pool)
 	d.rememberVolume(id, creds)
+	node := r.GetNodeId()
+	if d.opts.RequireNodeRegistration {
+		ok, err := d.nodeRegistered(ctx, creds, node)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, status.Errorf(codes.NotFound, "node %q does not exist: no node plugin of this driver registered it (a node plugin registers its ID at NodeGetInfo, with --secrets-dir, in pool %s)", node, d.opts.DefaultPool)
+		}
+	}
 	aio, adone, err := d.accessIO(ctx, creds, id)
 	if err != nil {
 		return nil, err
@@ -224,7 +235,6 @@ func (d *Driver) ControllerPublishVolume(ctx context.Context, r *csi.ControllerP
 	if err != nil {
 		return nil, err
 	}
-	node := r.GetNodeId()
 	if cur, ok := a.attach[node]; ok {
 		if cur.ReadOnly != r.GetReadonly() {
 			return nil, status.Errorf(codes.AlreadyExists, "volume %s is already published to node %s with readonly=%v", id, node, cur.ReadOnly)

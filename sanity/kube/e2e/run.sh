@@ -68,4 +68,11 @@ rbd)
 	;;
 esac
 echo "e2e: JUnit $out/junit.xml, logs in $out; $(( $(date +%s) - start ))s in all"
-grep -q '^--- PASS: TestE2E' "$out/test.log"
+if ! grep -q '^--- PASS: TestE2E' "$out/test.log"; then
+	# The filter above keeps the suite's lines; a failure outside the
+	# suite (the environment's start or cleanup) is in the test's own log
+	# lines: show the last of them, without the skip list.
+	echo "e2e: TestE2E failed; the test's last log lines (all in $out/test.log):"
+	grep -E '^    [A-Za-z0-9_]+\.go:[0-9]+: ' "$out/test.log" | grep -vE 'skipped( by name)?: ' | tail -n 40
+	exit 1
+fi

@@ -10,13 +10,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/csikit/csikit/examples/rbd/internal/cephtest"
@@ -111,21 +109,15 @@ func TestE2E(t *testing.T) {
 	// shared mount on the host (as kubelet makes its root directory).
 	state := sharedDir(t, filepath.Join(dir, "state"))
 
-	var env *kube.Env
-	t.Cleanup(func() {
-		if env != nil {
-			if left := env.Leftovers(); len(left) > 0 {
-				t.Errorf("the kubelet mode left on the host: %v", left)
-			}
-		}
-	})
-	env = kube.Start(t, kube.Options{
+	nodeIP, err := kube.HostIP()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := kube.Start(t, kube.Options{
 		DriverName: driverName, NodeName: "node-1", BinDir: binDir,
 		Sidecars: []string{}, // the Deployment's sidecars only
 		// The suite runs kubectl exec: the API server must reach kubelet.
-		// Other kubelet-mode runs (e2e suites among them) can hold the
-		// host for long.
-		Kubelet: &kube.KubeletOptions{Images: images, NodeIP: hostIP(t), HostLockWait: time.Hour},
+		Kubelet: &kube.KubeletOptions{Images: images, NodeIP: nodeIP, CheckLeftovers: true},
 		// The suite deletes a namespace per spec and uses generic
 		// ephemeral volumes (owned by their pods).
 		ExtraArgs: map[string][]string{"kube-controller-manager": {
@@ -134,40 +126,30 @@ func TestE2E(t *testing.T) {
 	root := env.KubeletDir()
 	applyDeploy(t, env, pool, secrets)
 	monitors := "10.0.0.1:3300,10.0.0.2:3300,10.0.0.3:3300"
-	applyE2EManifest(t, env, "node.yaml", [][2]string{
-		{"csikit/rbd:latest", rbdImage},
-		{monitors, c.Monitors},
-		{"--mapper=krbd", "--mapper=rbd-fuse"}, // no rbd module in this kernel
-		{"/var/lib/kubelet", root},
-		{"{path: /var/lib/csikit-rbd, type: DirectoryOrCreate}", "{path: " + state + ", type: DirectoryOrCreate}"},
-	})
-	applyE2EManifest(t, env, "controller.yaml", [][2]string{
-		{"csikit/rbd:latest", rbdImage},
-		{monitors, c.Monitors},
-		{"--pool=rbd", "--pool=" + pool},
-	})
+	env.ApplyFile(t, filepath.Join("..", "..", "deploy", "node.yaml"),
+		"csikit/rbd:latest", rbdImage,
+		monitors, c.Monitors,
+		"--mapper=krbd", "--mapper=rbd-fuse", // no rbd module in this kernel
+		"--pool=rbd", "--pool="+pool, // where the node registers
+		"/var/lib/kubelet", root,
+		"{path: /var/lib/csikit-rbd, type: DirectoryOrCreate}", "{path: "+state+", type: DirectoryOrCreate}")
+	env.ApplyFile(t, filepath.Join("..", "..", "deploy", "controller.yaml"),
+		"csikit/rbd:latest", rbdImage,
+		monitors, c.Monitors,
+		"--pool=rbd", "--pool="+pool)
 	t.Cleanup(func() {
 		if t.Failed() {
-			logPods(t, env)
+			env.LogPods(t, secretNS, 40)
 		}
 	})
 	kube.WaitFor(t, e2eWait, "the DaemonSet's pod Ready", func(ctx context.Context) (bool, string, error) {
-		return podsReady(ctx, env, "app=csikit-rbd-node", 1, 1)
+		return env.PodsReady(ctx, secretNS, "app=csikit-rbd-node", 1, 1)
 	})
-	kube.WaitFor(t, e2eWait, "CSINode with the driver registered by the DaemonSet's pod", func(ctx context.Context) (bool, string, error) {
-		cn, err := env.Client.StorageV1().CSINodes().Get(ctx, "node-1", metav1.GetOptions{})
-		if err != nil {
-			return false, "no CSINode", nil
-		}
-		for _, d := range cn.Spec.Drivers {
-			if d.Name == driverName {
-				return d.NodeID == "node-1", fmt.Sprintf("driver %+v", d), nil
-			}
-		}
-		return false, fmt.Sprintf("drivers %+v", cn.Spec.Drivers), nil
-	})
+	if d := env.WaitDriverRegistered(t, e2eWait, "node-1", driverName); d.NodeID != "node-1" {
+		t.Fatalf("the DaemonSet's pod registered the driver on node-1 with node ID %q", d.NodeID)
+	}
 	kube.WaitFor(t, e2eWait, "the Deployment's pods Ready", func(ctx context.Context) (bool, string, error) {
-		return podsReady(ctx, env, "app=csikit-rbd-controller", 2, 5)
+		return env.PodsReady(ctx, secretNS, "app=csikit-rbd-controller", 2, 5)
 	})
 	t.Logf("driver deployed %s after the start", time.Since(start).Round(time.Second))
 
@@ -263,11 +245,9 @@ func sharedDir(t *testing.T, dir string) string {
 		t.Fatalf("bind-mount %s: %v", dir, err)
 	}
 	t.Cleanup(func() {
-		if b, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
-			for _, l := range strings.Split(string(b), "\n") {
-				if f := strings.Fields(l); len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
-					t.Errorf("left mounted below the node plugin's state directory: %s", f[4])
-				}
+		for _, m := range mountsBelow(dir) {
+			if m != dir {
+				t.Errorf("left mounted below the node plugin's state directory: %s", m)
 			}
 		}
 		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
@@ -278,18 +258,6 @@ func sharedDir(t *testing.T, dir string) string {
 		t.Fatalf("make %s a shared mount: %v", dir, err)
 	}
 	return dir
-}
-
-// hostIP is the address of the host's default route (a UDP "connect"
-// sends nothing).
-func hostIP(t *testing.T) string {
-	t.Helper()
-	c, err := net.Dial("udp4", "203.0.113.1:9")
-	if err != nil {
-		t.Fatalf("the host's address (its default route): %v", err)
-	}
-	defer c.Close()
-	return c.LocalAddr().(*net.UDPAddr).IP.String()
 }
 
 // rbdTools are the host programs the driver's image carries besides the
@@ -305,156 +273,32 @@ var rbdTools = []string{
 // rbdImages builds, as tarballs in dir, the images deploy/node.yaml and
 // deploy/controller.yaml run: the driver (with librbd and librados) with
 // a static busybox and rbdTools, and each sidecar of sanity/kube's tool
-// block under the reference controller.yaml names, after checking that
-// its tag is the version the tool block builds.
+// block under the reference controller.yaml names (kube.SidecarImages
+// checks its tag is the version the tool block builds).
 func rbdImages(t *testing.T, dir, binDir string) []string {
 	t.Helper()
 	bin := filepath.Join(dir, "rbd")
 	if out, err := exec.Command("go", "build", "-tags", "pacific", "-o", bin, "github.com/csikit/csikit/examples/rbd").CombinedOutput(); err != nil {
 		t.Fatalf("build the rbd driver: %v\n%s", err, out)
 	}
-	applets, err := exec.Command("/bin/busybox", "--list").Output()
-	if err != nil {
-		t.Fatalf("busybox --list: %v", err)
-	}
-	files, err := kube.BusyboxFiles("/bin/busybox", strings.Fields(string(applets)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	add := func(fs []kube.ImageFile) {
-		for _, f := range fs {
-			if !slices.ContainsFunc(files, func(g kube.ImageFile) bool { return g.Path == f.Path }) {
-				files = append(files, f)
-			}
-		}
-	}
-	drv, err := kube.ExecutableFiles(bin, "/rbd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	add(drv)
-	for _, p := range rbdTools {
-		tool, err := kube.ExecutableFiles(p, p)
-		if b, rerr := os.ReadFile(p); err != nil && rerr == nil && strings.HasPrefix(string(b), "#!/bin/sh") {
-			tool, err = []kube.ImageFile{{Path: p, Source: p}}, nil // fsck.xfs: busybox's sh runs it
-		}
-		if err != nil {
-			t.Fatalf("the rbd image's %s (Debian's rbd-fuse, e2fsprogs, xfsprogs, util-linux, mount): %v", p, err)
-		}
-		add(tool)
-	}
-	add([]kube.ImageFile{
-		{Path: "/etc/mke2fs.conf", Source: "/etc/mke2fs.conf", Mode: 0o644},
-		{Path: "/etc/mtab", Link: "/proc/self/mounts"},
-	})
-	tars := []string{filepath.Join(dir, "rbd.tar")}
-	if err := kube.WriteImage(tars[0], rbdImage, kube.ImageConfig{Entrypoint: []string{"/rbd"}}, files); err != nil {
-		t.Fatal(err)
-	}
-	gomod, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "sanity", "kube", "go.mod"))
-	if err != nil {
-		t.Fatal(err)
+	tar := filepath.Join(dir, "rbd.tar")
+	if err := kube.WriteDriverImage(context.Background(), tar, kube.DriverImage{Ref: rbdImage, Driver: bin, Tools: rbdTools,
+		Files: []kube.ImageFile{
+			{Path: "/etc/mke2fs.conf", Source: "/etc/mke2fs.conf", Mode: 0o644},
+			{Path: "/etc/mtab", Link: "/proc/self/mounts"},
+		}}); err != nil {
+		t.Fatalf("the rbd image (Debian's rbd-fuse, e2fsprogs, xfsprogs, util-linux, mount): %v", err)
 	}
 	ctrl, err := os.ReadFile(filepath.Join("..", "..", "deploy", "controller.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sidecars := regexp.MustCompile(`(?m)^\s+- name: (csi-[a-z]+)\n\s+image: (\S+)`).FindAllStringSubmatch(string(ctrl), -1)
-	if len(sidecars) != 4 {
-		t.Fatalf("deploy/controller.yaml: sidecars %v, want provisioner, attacher, resizer and snapshotter", sidecars)
-	}
-	for _, s := range sidecars {
-		name, ref := s[1], s[2]
-		mod := map[string]string{
-			kube.BinProvisioner: "github.com/kubernetes-csi/external-provisioner",
-			kube.BinAttacher:    "github.com/kubernetes-csi/external-attacher",
-			kube.BinResizer:     "github.com/kubernetes-csi/external-resizer",
-			kube.BinSnapshotter: "github.com/kubernetes-csi/external-snapshotter",
-		}[name]
-		m := regexp.MustCompile(regexp.QuoteMeta(mod) + `(/v\d+)? (v[0-9.]+)\b`).FindSubmatch(gomod)
-		if mod == "" || m == nil || !strings.HasSuffix(ref, ":"+string(m[2])) {
-			t.Fatalf("deploy/controller.yaml runs %s (%s), but sanity/kube's tool block builds %s %s: update one of them", name, ref, mod, m)
-		}
-		files, err := kube.ExecutableFiles(filepath.Join(binDir, name), "/"+name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tar := filepath.Join(dir, name+".tar")
-		if err := kube.WriteImage(tar, ref, kube.ImageConfig{Entrypoint: []string{"/" + name}}, files); err != nil {
-			t.Fatal(err)
-		}
-		tars = append(tars, tar)
-	}
-	return tars
-}
-
-// applyE2EManifest creates the objects of deploy/<name> as they are
-// (strictly decoded: a misspelt field fails), after replacing each
-// subs[i][0] with subs[i][1] in the text, logged: every one must occur.
-func applyE2EManifest(t *testing.T, env *kube.Env, name string, subs [][2]string) {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "deploy", name))
+	sidecars, err := kube.SidecarImages(dir, binDir, ctrl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := string(b)
-	for _, s := range subs {
-		n := strings.Count(text, s[0])
-		if n == 0 {
-			t.Fatalf("deploy/%s: %q not found: the test's substitutions no longer match the manifest", name, s[0])
-		}
-		text = strings.ReplaceAll(text, s[0], s[1])
-		t.Logf("deploy/%s: replaced %q with %q (%d times)", name, s[0], s[1], n)
+	if len(sidecars) != 4 {
+		t.Fatalf("deploy/controller.yaml: sidecar images %v, want provisioner, attacher, resizer and snapshotter", sidecars)
 	}
-	if err := env.Apply(context.Background(), []byte(text), nil); err != nil {
-		t.Fatalf("deploy/%s: %v", name, err)
-	}
-}
-
-// podsReady reports whether exactly want pods match the label selector in
-// deploy/'s namespace, each running with all of its containers (at least
-// containers of them) ready.
-func podsReady(ctx context.Context, env *kube.Env, selector string, want, containers int) (bool, string, error) {
-	pods, err := env.Client.CoreV1().Pods(secretNS).List(ctx, metav1.ListOptions{LabelSelector: selector})
-	if err != nil {
-		return false, "", err
-	}
-	var states []string
-	ready := 0
-	for _, p := range pods.Items {
-		n := 0
-		for _, s := range p.Status.ContainerStatuses {
-			if s.Ready {
-				n++
-			}
-			switch {
-			case s.State.Waiting != nil:
-				states = append(states, fmt.Sprintf("%s/%s waiting %s %s (restarts %d)", p.Name, s.Name, s.State.Waiting.Reason, s.State.Waiting.Message, s.RestartCount))
-			case s.State.Terminated != nil:
-				states = append(states, fmt.Sprintf("%s/%s terminated %d %s", p.Name, s.Name, s.State.Terminated.ExitCode, s.State.Terminated.Message))
-			}
-		}
-		if p.Status.Phase == corev1.PodRunning && n >= containers && n == len(p.Status.ContainerStatuses) {
-			ready++
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Status != corev1.ConditionTrue {
-				states = append(states, fmt.Sprintf("%s %s=%s %s", p.Name, c.Type, c.Status, c.Message))
-			}
-		}
-	}
-	return ready == want && len(pods.Items) == want, fmt.Sprintf("%d of %d pods ready: %v", ready, len(pods.Items), states), nil
-}
-
-// logPods logs the tails of the container logs of deploy/'s namespace.
-func logPods(t *testing.T, env *kube.Env) {
-	logs, _ := filepath.Glob(filepath.Join(env.PodLogDir(), secretNS+"_*", "*", "*.log"))
-	for _, l := range logs {
-		b, _ := os.ReadFile(l)
-		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-		if len(lines) > 40 {
-			lines = lines[len(lines)-40:]
-		}
-		t.Logf("--- %s:\n%s", strings.TrimPrefix(l, env.PodLogDir()+"/"), strings.Join(lines, "\n"))
-	}
+	return append([]string{tar}, sidecars...)
 }

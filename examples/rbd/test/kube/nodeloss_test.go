@@ -95,15 +95,7 @@ func TestKubeNodeLoss(t *testing.T) {
 	secrets := c.Secrets()
 	sockB, sockA := filepath.Join(dir, "b.sock"), filepath.Join(dir, "a.sock")
 	stateA, stateB := filepath.Join(dir, "state-a"), filepath.Join(dir, "state-b")
-	var env *kube.Env
-	t.Cleanup(func() {
-		if env != nil {
-			if left := env.Leftovers(); len(left) > 0 {
-				t.Errorf("the kubelet mode left on the host: %v", left)
-			}
-		}
-	})
-	env = kube.Start(t, kube.Options{
+	env := kube.Start(t, kube.Options{
 		Endpoint: "unix://" + sockB, DriverName: driverName, NodeName: "node-b", BinDir: binDir,
 		Sidecars: []string{"csi-provisioner", "csi-attacher"},
 		Timeout:  30 * time.Second,
@@ -111,7 +103,7 @@ func TestKubeNodeLoss(t *testing.T) {
 			"--controllers=taint-eviction-controller,pod-garbage-collector-controller,statefulset-controller",
 			"--node-monitor-grace-period=12s",
 		}},
-		Kubelet: &kube.KubeletOptions{ExtraNodes: []kube.NodeOptions{{Name: "node-a"}}},
+		Kubelet: &kube.KubeletOptions{ExtraNodes: []kube.NodeOptions{{Name: "node-a"}}, CheckLeftovers: true},
 	})
 	t.Logf("two-node environment started in %s", time.Since(start).Round(time.Millisecond))
 	applyDeploy(t, env, c.Pool, secrets)
@@ -147,21 +139,14 @@ func TestKubeNodeLoss(t *testing.T) {
 	}
 	// Before the plugins stop (Cleanup is LIFO): pods and claims go while
 	// the driver still serves.
-	t.Cleanup(func() { teardown(t, env) })
+	t.Cleanup(func() {
+		if err := env.DeleteClaims(context.Background(), nodeWait, ns); err != nil {
+			t.Errorf("teardown: %v", err)
+		}
+	})
 	h := &h{t: t, env: env, ctx: context.Background(), pool: c.Pool}
 	for _, name := range []string{"node-a", "node-b"} {
-		kube.WaitFor(t, nodeWait, "driver registered on "+name, func(ctx context.Context) (bool, string, error) {
-			cn, err := env.Client.StorageV1().CSINodes().Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return false, "no CSINode", nil
-			}
-			for _, d := range cn.Spec.Drivers {
-				if d.Name == driverName {
-					return true, "", nil
-				}
-			}
-			return false, fmt.Sprintf("drivers %+v", cn.Spec.Drivers), nil
-		})
+		env.WaitDriverRegistered(t, nodeWait, name, driverName)
 	}
 
 	// 1. The writer on node-a.
@@ -209,11 +194,11 @@ func TestKubeNodeLoss(t *testing.T) {
 	}
 	atFreeze := stampsOf(frozen, string(old.UID))
 	last := atFreeze[len(atFreeze)-1]
-	waitNodeCondition(t, env, "node-a", corev1.ConditionUnknown)
+	env.WaitNodeCondition(t, nodeWait, "node-a", corev1.ConditionUnknown)
 	tNotReady := time.Now()
 
 	// 3. The taint; the pod moves.
-	setOutOfService(t, env, "node-a", true)
+	env.SetOutOfService(t, wait, "node-a", true)
 	tTaint := time.Now()
 	moved := h.podReady("web-0", old.UID)
 	if moved.Spec.NodeName != "node-b" {
@@ -269,7 +254,7 @@ func TestKubeNodeLoss(t *testing.T) {
 	if err := thaw(); err != nil {
 		t.Fatal(err)
 	}
-	waitNodeCondition(t, env, "node-a", corev1.ConditionTrue)
+	env.WaitNodeCondition(t, nodeWait, "node-a", corev1.ConditionTrue)
 	kube.WaitFor(t, nodeWait, "node-a's kubelet and node plugin cleaned up the old pod's volume", func(ctx context.Context) (bool, string, error) {
 		podMounts := mountsBelow(filepath.Join(nodeA.KubeletDir, "pods", string(old.UID)))
 		stageMounts := append(mountsBelow(filepath.Join(nodeA.KubeletDir, "plugins", "kubernetes.io", "csi")), mountsBelow(stateA)...)
@@ -280,7 +265,7 @@ func TestKubeNodeLoss(t *testing.T) {
 	tClean := time.Now()
 
 	// 5. The admin's steps: untaint, unfence.
-	setOutOfService(t, env, "node-a", false)
+	env.SetOutOfService(t, wait, "node-a", false)
 	unfence(t, sockB, pv.Spec.CSI.VolumeHandle, "node-a")
 	if f := listFences(t, sockB); len(f) != 0 {
 		t.Errorf("after Unfence: fences %v, want none", f)
@@ -432,74 +417,6 @@ func (h *h) deletePod(name string) {
 			return true, "", nil
 		}
 		return false, fmt.Sprintf("on %s, deletion %v", p.Spec.NodeName, p.DeletionTimestamp), nil
-	})
-}
-
-// teardown deletes every pod and claim and waits for the PVs to go (the
-// images deleted), while the driver still runs.
-func teardown(t *testing.T, env *kube.Env) {
-	ctx := context.Background()
-	if err := env.DeletePods(ctx, nodeWait); err != nil {
-		t.Error(err)
-	}
-	c := env.Client
-	if err := c.CoreV1().PersistentVolumeClaims(ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{}); err != nil {
-		t.Error(err)
-	}
-	if err := kube.Poll(ctx, nodeWait, func(ctx context.Context) (bool, string, error) {
-		pvs, err := c.CoreV1().PersistentVolumes().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, "", err
-		}
-		var left []string
-		for _, pv := range pvs.Items {
-			left = append(left, pv.Name+"("+string(pv.Status.Phase)+")")
-		}
-		return len(left) == 0, fmt.Sprintf("PVs left: %v", left), nil
-	}); err != nil {
-		t.Errorf("teardown: %v", err)
-	}
-}
-
-// waitNodeCondition waits for the Node's Ready condition to be want.
-func waitNodeCondition(t *testing.T, env *kube.Env, name string, want corev1.ConditionStatus) {
-	t.Helper()
-	kube.WaitFor(t, nodeWait, "Node "+name+" Ready="+string(want), func(ctx context.Context) (bool, string, error) {
-		nd, err := env.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, "", err
-		}
-		for _, cd := range nd.Status.Conditions {
-			if cd.Type == corev1.NodeReady {
-				return cd.Status == want, fmt.Sprintf("Ready=%s (%s)", cd.Status, cd.Message), nil
-			}
-		}
-		return false, "no Ready condition", nil
-	})
-}
-
-// setOutOfService adds or removes the taint
-// node.kubernetes.io/out-of-service=nodeshutdown:NoExecute.
-func setOutOfService(t *testing.T, env *kube.Env, name string, on bool) {
-	t.Helper()
-	const key = "node.kubernetes.io/out-of-service"
-	kube.WaitFor(t, wait, "taint of Node "+name+" updated", func(ctx context.Context) (bool, string, error) {
-		nd, err := env.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, "", err
-		}
-		var ts []corev1.Taint
-		for _, x := range nd.Spec.Taints {
-			if x.Key != key {
-				ts = append(ts, x)
-			}
-		}
-		if on {
-			ts = append(ts, corev1.Taint{Key: key, Value: "nodeshutdown", Effect: corev1.TaintEffectNoExecute})
-		}
-		nd.Spec.Taints = ts
-		_, err = env.Client.CoreV1().Nodes().Update(ctx, nd, metav1.UpdateOptions{})
-		return err == nil, fmt.Sprint(err), nil // a conflict retries
 	})
 }
 
