@@ -62,6 +62,7 @@ e2e.test -ginkgo.focus='External.Storage' -storage.testdriver=test-driver.yaml`,
 			modes := fs.String("access-modes", "", "comma-separated CSI access `MODES` the driver serves (default SINGLE_NODE_WRITER)")
 			mountOpts := fs.String("mount-options", "", "comma-separated mount `OPTIONS` the volumes take (the suite's mount-options case)")
 			fs.BoolVar(&o.SingleNodeVolume, "single-node-volume", false, "a volume is usable on one node only")
+			fs.BoolVar(&o.MultiplePVsSameID, "multiple-pvs-same-id", false, "two PVs with the same volume handle can be used on one node at once")
 			fs.BoolVar(&o.NoExec, "noexec", false, "volumes are mounted noexec")
 			fs.BoolVar(&o.InlineVolumes, "inline", false, "test a CSI inline ephemeral volume (CSIDriver lifecycle mode Ephemeral)")
 			fs.StringVar(&o.SizeMin, "size-min", "", "smallest claim `SIZE` (default: the smallest file system mkfs makes of the filesystem types, at least 1Mi)")

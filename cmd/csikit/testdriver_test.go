@@ -19,11 +19,11 @@ import (
 func TestTestDriverHostpath(t *testing.T) {
 	p := hostpath(t)
 	r := csikit(t, "testdriver", p.Endpoint, "--storage-class", "/deploy/sc.yaml", "--block", "--fs-types", ",ext4",
-		"--fs-type", "ext4", "--access-modes", "SINGLE_NODE_WRITER,SINGLE_NODE_SINGLE_WRITER", "--suite-timeout", "PodStart=10m").want(t, 0)
+		"--fs-type", "ext4", "--access-modes", "SINGLE_NODE_WRITER,SINGLE_NODE_SINGLE_WRITER", "--multiple-pvs-same-id", "--suite-timeout", "PodStart=10m").want(t, 0)
 	for _, s := range []string{"  FromFile: \"/deploy/sc.yaml\"\n", "  Name: \"hostpath.csikit.dev\"\n",
 		"  TopologyKeys: [\"topology.hostpath.csikit.dev/node\"]\n", "    \"ext4\": {}\n",
 		"    block: true\n", "    fsGroup: true\n", "    snapshotDataSource: true\n", "    pvcDataSource: true\n",
-		"    controllerExpansion: true\n", "    nodeExpansion: true\n", "    readWriteOncePod: true\n", "    RWX: false\n",
+		"    controllerExpansion: true\n", "    nodeExpansion: true\n", "    readWriteOncePod: true\n", "    RWX: false\n", "    multiplePVsSameID: true\n",
 		"    topology: true\n", "  \"PodStart\": \"10m\"\n"} {
 		if !strings.Contains(r.stdout, s) {
 			t.Errorf("got no %q in:\n%s", s, r.stdout)

@@ -38,6 +38,7 @@ func ExampleFromCapabilities() {
 	//     exec: true
 	//     fsGroup: true
 	//     groupSnapshot: false
+	//     multiplePVsSameID: false
 	//     multipods: true
 	//     nodeExpansion: false
 	//     offlineExpansion: false

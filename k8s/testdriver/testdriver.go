@@ -31,6 +31,7 @@ const (
 	RWX                 Capability = "RWX"
 	ReadOnlyMany        Capability = "capReadOnlyMany"
 	ReadWriteOncePod    Capability = "readWriteOncePod"
+	MultiplePVsSameID   Capability = "multiplePVsSameID"
 	ControllerExpansion Capability = "controllerExpansion"
 	NodeExpansion       Capability = "nodeExpansion"
 	OnlineExpansion     Capability = "onlineExpansion"
@@ -88,6 +89,10 @@ type Options struct {
 	// SingleNodeVolume says a volume is usable on one node only (a local
 	// volume such as a host path).
 	SingleNodeVolume bool
+	// MultiplePVsSameID says two PersistentVolumes naming the same volume
+	// handle can be used by pods on one node at once (kubelet stages the
+	// volume once per PV; the driver's stage and publish must accept it).
+	MultiplePVsSameID bool
 	// NoExec says volumes are mounted noexec (the suite's exec cases are
 	// then left out).
 	NoExec bool
@@ -212,6 +217,7 @@ func FromCapabilities(name string, caps Capabilities, opts Options) (*Definition
 			OfflineExpansion:    expand || nodeExpand,
 			VolumeLimits:        opts.MaxVolumesPerNode > 0,
 			SingleNodeVolume:    opts.SingleNodeVolume,
+			MultiplePVsSameID:   opts.MultiplePVsSameID,
 			Topology:            hasService(csi.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS),
 			StorageCapacity:     capacity,
 		},

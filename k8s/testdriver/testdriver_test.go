@@ -57,7 +57,7 @@ func TestFromCapabilities(t *testing.T) {
 			testdriver.Persistence: false, testdriver.SnapshotDataSource: false, testdriver.ControllerExpansion: false,
 			testdriver.OnlineExpansion: false, testdriver.OfflineExpansion: false, testdriver.Topology: false,
 			testdriver.FSGroup: false, testdriver.Exec: true, testdriver.MultiPods: true, testdriver.Block: false,
-			testdriver.RWX: false, testdriver.ReadWriteOncePod: true, testdriver.VolumeLimits: false}},
+			testdriver.RWX: false, testdriver.ReadWriteOncePod: true, testdriver.VolumeLimits: false, testdriver.MultiplePVsSameID: false}},
 		{"full", full, testdriver.Options{Block: true, MaxVolumesPerNode: 3, TopologyKeys: []string{"zone"}, SingleNodeVolume: true,
 			AccessModes: []csi.VolumeCapability_AccessMode_Mode{csi.VolumeCapability_AccessMode_MULTI_NODE_MULTI_WRITER,
 				csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY, csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER}},
@@ -74,6 +74,7 @@ func TestFromCapabilities(t *testing.T) {
 		{"fsgroup-file", testdriver.Capabilities{}, testdriver.Options{FSGroupPolicy: "File"}, map[testdriver.Capability]bool{testdriver.FSGroup: true}},
 		{"fsgroup-none", testdriver.Capabilities{}, testdriver.Options{FSGroupPolicy: "None", FSType: "ext4"}, map[testdriver.Capability]bool{testdriver.FSGroup: false}},
 		{"noexec", testdriver.Capabilities{}, testdriver.Options{NoExec: true}, map[testdriver.Capability]bool{testdriver.Exec: false}},
+		{"multiple-pvs", testdriver.Capabilities{}, testdriver.Options{MultiplePVsSameID: true}, map[testdriver.Capability]bool{testdriver.MultiplePVsSameID: true}},
 		// ReadWriteOncePod reaches a driver without SINGLE_NODE_MULTI_WRITER
 		// as SINGLE_NODE_WRITER (csi-lib-utils' accessmodes, kubelet), and
 		// one with it as SINGLE_NODE_SINGLE_WRITER, on each side.

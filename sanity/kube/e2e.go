@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -185,9 +186,11 @@ var E2EImageTags = map[string]string{
 // E2EImages writes, into dir, the image tarballs the storage suites run,
 // each under E2ERegistry with the suite's tag: busybox from the host's
 // static busybox (every applet in /bin), agnhost (binDir/agnhost, with its
-// ELF interpreter and libraries) on the same busybox, and nginx and
-// glibc-dns-testing as busybox (the suites only run shell commands and
-// sleep in them). Import them with KubeletOptions.Images and run the suite
+// ELF interpreter and libraries) on the same busybox, nginx as busybox
+// (the suites only run shell commands in it) and glibc-dns-testing as
+// busybox with the host's GNU dd (coreutils) and shell, with their
+// libraries: the multivolume suite's block cases write with dd
+// oflag=nocache there, which busybox's dd refuses. Import them with KubeletOptions.Images and run the suite
 // with KUBE_TEST_REPO_LIST=E2ERepoList(...). No image is pulled.
 func E2EImages(ctx context.Context, dir, busybox, binDir string) ([]string, error) {
 	out, err := exec.CommandContext(ctx, busybox, "--list").Output()
@@ -202,6 +205,10 @@ func E2EImages(ctx context.Context, dir, busybox, binDir string) ([]string, erro
 	if err != nil {
 		return nil, err
 	}
+	glibc, err := glibcFiles(ctx, bb)
+	if err != nil {
+		return nil, err
+	}
 	var tars []string
 	for _, img := range []struct {
 		name  string
@@ -211,7 +218,7 @@ func E2EImages(ctx context.Context, dir, busybox, binDir string) ([]string, erro
 		{"busybox", ImageConfig{Cmd: []string{"sh"}}, bb},
 		{"agnhost", ImageConfig{Entrypoint: []string{"/agnhost"}}, append(slicesClone(bb), agn...)},
 		{"nginx", ImageConfig{Cmd: []string{"sh"}}, bb},
-		{"glibc-dns-testing", ImageConfig{Cmd: []string{"sh"}}, bb},
+		{"glibc-dns-testing", ImageConfig{Cmd: []string{"sh"}}, glibc},
 	} {
 		tar := filepath.Join(dir, "e2e-"+img.name+".tar")
 		if err := WriteImage(tar, E2ERegistry+"/"+img.name+":"+E2EImageTags[img.name], img.cfg, img.files); err != nil {
@@ -220,6 +227,43 @@ func E2EImages(ctx context.Context, dir, busybox, binDir string) ([]string, erro
 		tars = append(tars, tar)
 	}
 	return tars, nil
+}
+
+// glibcFiles are the files of the glibc-dns-testing image: busybox's with
+// /bin/dd the host's GNU dd (coreutils) and /bin/sh the host's shell
+// (busybox's sh runs its own dd applet whatever /bin/dd is), with the
+// libraries they need.
+func glibcFiles(ctx context.Context, bb []ImageFile) ([]ImageFile, error) {
+	dd, err := exec.LookPath("dd")
+	if err != nil {
+		return nil, fmt.Errorf("kube: the glibc-dns-testing image needs GNU dd (coreutils): %w", err)
+	}
+	if v, err := exec.CommandContext(ctx, dd, "--version").Output(); err != nil || !strings.Contains(string(v), "coreutils") {
+		return nil, fmt.Errorf("kube: the glibc-dns-testing image needs GNU dd (coreutils), for oflag=nocache: %s is not (%v)", dd, err)
+	}
+	var host []ImageFile
+	for _, p := range [][2]string{{dd, "/bin/dd"}, {"/bin/sh", "/bin/sh"}} {
+		real, err := filepath.EvalSymlinks(p[0])
+		if err != nil {
+			return nil, fmt.Errorf("kube: the glibc-dns-testing image: %w", err)
+		}
+		fs, err := ExecutableFiles(real, p[1])
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range fs {
+			if !slices.ContainsFunc(host, func(g ImageFile) bool { return g.Path == f.Path }) {
+				host = append(host, f)
+			}
+		}
+	}
+	var files []ImageFile
+	for _, f := range bb {
+		if !slices.ContainsFunc(host, func(g ImageFile) bool { return g.Path == f.Path }) {
+			files = append(files, f)
+		}
+	}
+	return append(files, host...), nil
 }
 
 func slicesClone(f []ImageFile) []ImageFile { return append([]ImageFile(nil), f...) }

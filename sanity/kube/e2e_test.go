@@ -45,6 +45,9 @@ var e2eEnvSkips = []struct {
 	{"ext4", "volume-expand should resize volume when PVC is edited while pod is using it",
 		"growing a mounted ext4 (resize2fs, EXT4_IOC_RESIZE_FS) needs CAP_SYS_RESOURCE, which this sandbox denies even to " +
 			"privileged containers (\"Permission denied to resize filesystem\"); examples/hostpath's TestOnlineGrow covers it in the VM lane", nil},
+	{"ext4", "[Testpattern: Generic Ephemeral-volume (default fs) (late-binding)] ephemeral should support expansion of pvcs created for ephemeral pvcs",
+		"it grows the volume while its pod runs: resize2fs on the mounted ext4 needs CAP_SYS_RESOURCE, which this sandbox denies " +
+			"(NodeExpandVolume: \"Permission denied to resize filesystem\"), as for volume-expand's online case above", nil},
 }
 
 // noProjectQuotas reports whether the filesystem of state enforces no
@@ -157,9 +160,12 @@ func TestE2E(t *testing.T) {
 	// What CSI does not show, from the driver's main.go: block volumes,
 	// its access modes, volumes that live on one node, the Ephemeral
 	// lifecycle mode of csidriver.yaml, a mount option every kind takes
-	// (mount.CheckBindFlags allows it on a directory's bind).
+	// (mount.CheckBindFlags allows it on a directory's bind), a volume
+	// staged for two PVs at once (kubelet's staging path is per volume
+	// handle: the second stage is the first's, answered OK).
 	args := []string{"testdriver", filepath.Join(root, "plugins", hostpathName, "csi.sock"),
 		"--storage-class", scFile, "--snapshot-class", vscFile, "--block", "--single-node-volume", "--inline", "--mount-options", "noatime",
+		"--multiple-pvs-same-id",
 		"--access-modes", "SINGLE_NODE_WRITER,SINGLE_NODE_READER_ONLY,SINGLE_NODE_SINGLE_WRITER,SINGLE_NODE_MULTI_WRITER",
 		"--fs-types", "," + kind.fsType, "--fs-type", kind.fsType}
 	if kind.fsType == "" {

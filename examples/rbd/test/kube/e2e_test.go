@@ -39,6 +39,9 @@ var e2eEnvSkips = []struct{ spec, reason string }{
 		"growing a mounted ext4 (resize2fs, EXT4_IOC_RESIZE_FS) needs CAP_SYS_RESOURCE, which this sandbox denies even to " +
 			"privileged containers (NodeExpandVolume: \"Permission denied to resize filesystem\"); the block pattern of the same " +
 			"spec runs, and an ext4 grown while unstaged grows at NodeStageVolume (TestStageGrowsExpandedExt4)"},
+	{"[Testpattern: Generic Ephemeral-volume (default fs) (late-binding)] ephemeral should support expansion of pvcs created for ephemeral pvcs",
+		"it grows the volume while its pod runs: resize2fs on the mounted ext4 needs CAP_SYS_RESOURCE, which this sandbox denies " +
+			"(NodeExpandVolume: \"Permission denied to resize filesystem\"), as for volume-expand's online case above"},
 }
 
 // TestE2E runs Kubernetes' own storage e2e suite (e2e.test, focus
@@ -174,7 +177,7 @@ func TestE2E(t *testing.T) {
 	// What CSI does not show, from the driver's README: block volumes, its
 	// filesystems (the class's ext4), a mount option ext4 takes.
 	args := []string{"testdriver", filepath.Join(root, "plugins", driverName, "csi.sock"),
-		"--storage-class", scFile, "--snapshot-class", vscFile, "--block", "--mount-options", "noatime",
+		"--storage-class", scFile, "--snapshot-class", vscFile, "--block", "--mount-options", "noatime", "--multiple-pvs-same-id",
 		"--access-modes", "SINGLE_NODE_WRITER,SINGLE_NODE_READER_ONLY", "--fs-types", ",ext4", "--fs-type", "ext4"}
 	td, err := exec.Command(csikitBin, args...).Output()
 	if err != nil {
