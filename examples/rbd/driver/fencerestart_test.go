@@ -153,17 +153,18 @@ func blocklistExpiry(t *testing.T, c cephtest.Cluster, addr string) (string, boo
 
 // TestFenceRenewal: a fence's blocklist entries outlive their expiry
 // while the node stays fenced. A controller fences a made-up client with
-// an 8 s expiry and stops; a restarted one, which serves no request but
-// has standing credentials, runs RenewFences, which finds the fence and
-// renews it before it lapses: three expiries later the entry is still
-// listed, with a later expiry, and the record's time follows. (Ceph
+// a 12 s expiry and stops; two restarted replicas, which serve no
+// request but have standing credentials, run RenewFences side by side,
+// find the fence and renew it before it lapses, one replica per renewal:
+// three expiries later the entry is still listed, with a later expiry,
+// and the record's time follows. (Ceph
 // cannot extend an entry: a renewal removes and re-adds it, so for one
 // OSD map epoch it is not listed; the driver logs how long.) Stopping
 // the loop's context ends it; Unfence then lifts the renewed fence.
 func TestFenceRenewal(t *testing.T) {
 	c := cephtest.Require(t)
 	ctx := context.Background()
-	const expiry = 8 * time.Second
+	const expiry = 12 * time.Second
 	ctl := newDriver(t, c, driver.Options{FenceExpiry: expiry})
 	vol := blockVolume(t, ctl, c, nil)
 	t.Cleanup(func() {
