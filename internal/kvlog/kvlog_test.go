@@ -336,6 +336,7 @@ func TestCompactionBoundsTheFile(t *testing.T) {
 			want["d/x"] = v
 		}
 	}
+	db.waitCompaction()
 	fi, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
