@@ -423,3 +423,58 @@ func TestStageFormatFullDisk(t *testing.T) {
 		t.Errorf("error %q does not say that %s is full", err, dir)
 	}
 }
+
+// TestGrowOfflineScripted covers the answers that need no real failure,
+// with the tools scripted on a real image: a deadline passing during
+// resize2fs (let finish on a context of its own: DEADLINE_EXCEEDED after
+// it), and a failed resize2fs whose repair fails too (INTERNAL naming
+// the command to run by hand).
+func TestGrowOfflineScripted(t *testing.T) {
+	requireTool(t, "mkfs.ext4", "e2fsprogs")
+	img := filepath.Join(t.TempDir(), "vol.img")
+	extImage(t, img, 16<<20)
+	if err := os.Truncate(img, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("deadline", func(t *testing.T) {
+		s := &script{reply: map[string]func([]string) ([]byte, error){
+			"e2fsck": func([]string) ([]byte, error) { return nil, nil },
+		}}
+		var toolCtxErr error
+		m := newMounter(mount.RunnerFunc(func(ctx context.Context, name string, args ...string) ([]byte, error) {
+			if name == "resize2fs" {
+				time.Sleep(100 * time.Millisecond) // past the call's deadline
+				toolCtxErr = ctx.Err()
+				return nil, nil
+			}
+			return s.Run(ctx, name, args...)
+		}))
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		_, err := m.GrowOffline(ctx, mount.GrowOfflineOptions{Path: img})
+		wantCode(t, err, codes.DeadlineExceeded)
+		if toolCtxErr != nil {
+			t.Errorf("resize2fs's context ended with the call's: %v", toolCtxErr)
+		}
+	})
+
+	t.Run("repair fails", func(t *testing.T) {
+		s := &script{reply: map[string]func([]string) ([]byte, error){
+			"e2fsck": func(args []string) ([]byte, error) {
+				if args[1] == "-y" {
+					return []byte("e2fsck: Bad magic number in super-block\n"), &mount.ExitError{Command: "e2fsck", Code: 8}
+				}
+				return nil, nil
+			},
+			"resize2fs": func([]string) ([]byte, error) {
+				return []byte("resize2fs: Invalid argument while trying to resize\n"), &mount.ExitError{Command: "resize2fs", Code: 1}
+			},
+		}}
+		_, err := newMounter(s).GrowOffline(context.Background(), mount.GrowOfflineOptions{Path: img})
+		wantCode(t, err, codes.Internal)
+		if !strings.Contains(err.Error(), "e2fsck -f -y "+img) || !strings.Contains(err.Error(), "Invalid argument") {
+			t.Errorf("error %q does not name resize2fs's reason and the repair to run", err)
+		}
+	})
+}
