@@ -189,6 +189,12 @@ func (m *Mounter) growExt(ctx context.Context, name, tool, undo string, f *os.Fi
 		return res, errorf(codes.FailedPrecondition, err, "check the file system in %s before growing it%s", name, outputSuffix(out, err))
 	}
 	args := []string{tool}
+	if undo != "" && hasResizeInode(f) {
+		// resize2fs -z of e2fsprogs 1.47.0 leaves such a file system
+		// with an invalid resize inode, which e2fsck -p refuses; growing
+		// into reserved descriptor blocks moves no metadata anyway.
+		undo = ""
+	}
 	if undo != "" {
 		if err := os.Remove(undo); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return res, errorf(codes.Internal, err, "remove the stale undo file %s", undo)
@@ -323,6 +329,17 @@ func backingFile(path string) string {
 		sys = filepath.Join("/sys/class/block", slaves[0].Name())
 	}
 	return ""
+}
+
+// hasResizeInode reports whether the ext file system in f has a resize
+// inode (COMPAT_RESIZE_INODE): reserved group descriptor blocks to grow
+// into without moving metadata.
+func hasResizeInode(f *os.File) bool {
+	var b [4]byte
+	if _, err := f.ReadAt(b[:], 1024+0x5c); err != nil { // s_feature_compat
+		return false
+	}
+	return binary.LittleEndian.Uint32(b[:])&0x10 != 0
 }
 
 // extSizes returns the size and block size of the ext2/3/4 file system in

@@ -538,6 +538,21 @@ func TestGrowOfflineKilledWithUndo(t *testing.T) {
 		return m
 	}
 
+	t.Run("resize inode", func(t *testing.T) {
+		// mkfs.ext4's default: resize2fs -z would leave its resize inode
+		// invalid, so none is kept, and the file system checks clean.
+		img := filepath.Join(t.TempDir(), "vol.img")
+		extImage(t, img, 16<<20)
+		if err := os.Truncate(img, 512<<20); err != nil {
+			t.Fatal(err)
+		}
+		res, err := mount.New(mount.Options{}).GrowOffline(context.Background(), mount.GrowOfflineOptions{Path: img, UndoDir: undoDir})
+		if err != nil || res.After != 512<<20 {
+			t.Fatalf("GrowOffline: %+v, %v", res, err)
+		}
+		checkImage(t, img)
+	})
+
 	t.Run("killed in the call", func(t *testing.T) {
 		img, before := newImage()
 		run := mount.ExecRunner()
