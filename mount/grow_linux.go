@@ -54,16 +54,17 @@ const fullBelow = 1 << 20
 // a regular file or block device codes.InvalidArgument. A file system
 // e2fsck -p cannot correct is codes.FailedPrecondition.
 //
-// Once started, resize2fs is not stopped when ctx ends: killed part way,
-// it can leave a file system that e2fsck repairs only by dropping its
-// journal or relocating inode tables. It runs to the end (at most ten
+// Once started, resize2fs is not stopped when ctx ends: killed part way
+// (tried on a file system without a resize inode), it left one that
+// e2fsck repaired only by dropping its journal or its files; see
+// GrowOfflineOptions.UndoDir for kills from outside. It runs to the end (at most ten
 // minutes) and GrowOffline then returns ctx's error (codes.Canceled or
 // codes.DeadlineExceeded) with the file system grown. A resize2fs that
 // fails leaves the old size with allocation maps that already claim the
 // new groups' metadata, a file system e2fsck -p refuses; GrowOffline
-// repairs it with the check resize2fs asks for (e2fsck -f -y) — after
-// rolling it back when o.UndoDir is set — and
-// returns codes.ResourceExhausted when the storage behind the path is
+// repairs it with the check resize2fs asks for (e2fsck -f -y), after
+// rolling it back when it kept an undo file, and returns
+// codes.ResourceExhausted when the storage behind the path is
 // full (resize2fs writes into a sparse file's holes), else
 // codes.Internal; the result's After is then the repaired size. A
 // repair that fails too is codes.Internal naming the command to run by
