@@ -54,15 +54,17 @@ const fullBelow = 1 << 20
 // a regular file or block device codes.InvalidArgument. A file system
 // e2fsck -p cannot correct is codes.FailedPrecondition.
 //
-// Once started, resize2fs is not stopped when ctx ends: killed part way,
-// it can leave a file system that e2fsck repairs only by dropping its
-// journal or relocating inode tables. It runs to the end (at most ten
+// Once started, resize2fs is not stopped when ctx ends: killed part way
+// (tried on a file system without a resize inode), it left one that
+// e2fsck repaired only by dropping its journal or its files; see
+// GrowOfflineOptions.UndoDir for kills from outside. It runs to the end (at most ten
 // minutes) and GrowOffline then returns ctx's error (codes.Canceled or
 // codes.DeadlineExceeded) with the file system grown. A resize2fs that
 // fails leaves the old size with allocation maps that already claim the
 // new groups' metadata, a file system e2fsck -p refuses; GrowOffline
-// repairs it with the check resize2fs asks for (e2fsck -f -y) and
-// returns codes.ResourceExhausted when the storage behind the path is
+// repairs it with the check resize2fs asks for (e2fsck -f -y), after
+// rolling it back when it kept an undo file, and returns
+// codes.ResourceExhausted when the storage behind the path is
 // full (resize2fs writes into a sparse file's holes), else
 // codes.Internal; the result's After is then the repaired size. A
 // repair that fails too is codes.Internal naming the command to run by
@@ -118,7 +120,18 @@ func (m *Mounter) GrowOffline(ctx context.Context, o GrowOfflineOptions) (GrowOf
 		return GrowOfflineResult{}, errorf(codes.InvalidArgument, nil,
 			"image %s is a %s, want a regular file or a block device", o.Path, fi.Mode().Type())
 	}
-	return m.growExt(ctx, o.Path, tool, f, busy)
+	var undo string
+	if o.UndoDir != "" {
+		if err := checkPath("undo directory", o.UndoDir); err != nil {
+			return GrowOfflineResult{}, err
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+			return GrowOfflineResult{}, errorf(codes.Internal, err, "stat image %s", o.Path)
+		}
+		undo = filepath.Join(o.UndoDir, fmt.Sprintf("%d-%d.e2undo", st.Dev, st.Ino))
+	}
+	return m.growExt(ctx, o.Path, tool, undo, f, busy)
 }
 
 // growOffline grows the existing, unmounted ext2/3/4 file system on
@@ -134,17 +147,29 @@ func (m *Mounter) growOffline(ctx context.Context, o StageOptions) error {
 		return errorf(codes.Internal, err, "open %s to grow its file system", o.Device)
 	}
 	defer f.Close()
-	_, err = m.growExt(ctx, o.Device, o.Device, f, func() error { return nil })
+	_, err = m.growExt(ctx, o.Device, o.Device, "", f, func() error { return nil })
 	return err
 }
 
 // growExt is GrowOffline's work on f, opened from name; the tools are
 // given tool. busy refuses a file in use; it runs only when there is
-// something to grow.
-func (m *Mounter) growExt(ctx context.Context, name, tool string, f *os.File, busy func() error) (GrowOfflineResult, error) {
+// something to grow. undo, when set, is the undo file resize2fs keeps
+// (GrowOfflineOptions.UndoDir).
+func (m *Mounter) growExt(ctx context.Context, name, tool, undo string, f *os.File, busy func() error) (GrowOfflineResult, error) {
 	fsBytes, blockSize, devBytes, ok, err := extSizes(f)
 	if err != nil {
 		return GrowOfflineResult{}, errorf(codes.Internal, err, "read the sizes of the file system in %s", name)
+	}
+	if ok && undo != "" {
+		if _, err := os.Stat(undo); err == nil {
+			// A run that did not end (a crash, a kill): roll it back.
+			// e2undo refuses a file whose file system has changed since
+			// (resize2fs finished): then the file is only stale.
+			m.rollBack(ctx, name, tool, undo)
+			if fsBytes, blockSize, devBytes, ok, err = extSizes(f); err != nil {
+				return GrowOfflineResult{}, errorf(codes.Internal, err, "read the sizes of the file system in %s", name)
+			}
+		}
 	}
 	res := GrowOfflineResult{Before: fsBytes, After: fsBytes}
 	if !ok || devBytes-fsBytes < blockSize {
@@ -164,12 +189,33 @@ func (m *Mounter) growExt(ctx context.Context, name, tool string, f *os.File, bu
 	default:
 		return res, errorf(codes.FailedPrecondition, err, "check the file system in %s before growing it%s", name, outputSuffix(out, err))
 	}
+	args := []string{tool}
+	if undo != "" && hasResizeInode(f) {
+		// resize2fs -z of e2fsprogs 1.47.0 leaves such a file system
+		// with an invalid resize inode, which e2fsck -p refuses; growing
+		// into reserved descriptor blocks moves no metadata anyway.
+		undo = ""
+	}
+	if undo != "" {
+		if err := os.Remove(undo); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return res, errorf(codes.Internal, err, "remove the stale undo file %s", undo)
+		}
+		args = []string{"-z", undo, tool}
+	}
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), growToolTimeout)
-	out, err = m.run.Run(rctx, "resize2fs", tool)
+	out, err = m.run.Run(rctx, "resize2fs", args...)
 	timedOut := rctx.Err() != nil
 	cancel()
 	if err != nil {
+		if undo != "" {
+			m.rollBack(ctx, name, tool, undo)
+		}
 		return m.repairGrow(ctx, name, tool, f, res, out, err, timedOut)
+	}
+	if undo != "" {
+		if err := os.Remove(undo); err != nil {
+			m.log.WarnContext(ctx, "could not remove the undo file of a completed grow", "device", name, "undo", undo, "error", err)
+		}
 	}
 	if res.After, _, _, _, err = extSizes(f); err != nil {
 		return res, errorf(codes.Internal, err, "read the size of the file system grown in %s", name)
@@ -179,6 +225,23 @@ func (m *Mounter) growExt(ctx context.Context, name, tool string, f *os.File, bu
 		return res, ctxError(err, "grow the file system in %s (resize2fs was let finish: it grew from %d to %d bytes)", name, res.Before, res.After)
 	}
 	return res, nil
+}
+
+// rollBack writes back, with e2undo, what a resize2fs that did not finish
+// overwrote in the file system, as recorded in its undo file, and removes
+// the file. What it cannot do is logged: the repair that follows
+// (e2fsck -f -y) still runs.
+func (m *Mounter) rollBack(ctx context.Context, name, tool, undo string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), growToolTimeout)
+	defer cancel()
+	if out, err := m.run.Run(rctx, "e2undo", undo, tool); err != nil {
+		m.log.WarnContext(ctx, "could not roll back an unfinished grow", "device", name, "undo", undo, "output", summary(out, err))
+	} else {
+		m.log.WarnContext(ctx, "rolled back an unfinished grow", "device", name, "undo", undo)
+	}
+	if err := os.Remove(undo); err != nil && !errors.Is(err, os.ErrNotExist) {
+		m.log.WarnContext(ctx, "could not remove an undo file", "undo", undo, "error", err)
+	}
 }
 
 // repairGrow answers a resize2fs that failed on f (output out, error
@@ -267,6 +330,17 @@ func backingFile(path string) string {
 		sys = filepath.Join("/sys/class/block", slaves[0].Name())
 	}
 	return ""
+}
+
+// hasResizeInode reports whether the ext file system in f has a resize
+// inode (COMPAT_RESIZE_INODE): reserved group descriptor blocks to grow
+// into without moving metadata.
+func hasResizeInode(f *os.File) bool {
+	var b [4]byte
+	if _, err := f.ReadAt(b[:], 1024+0x5c); err != nil { // s_feature_compat
+		return false
+	}
+	return binary.LittleEndian.Uint32(b[:])&0x10 != 0
 }
 
 // extSizes returns the size and block size of the ext2/3/4 file system in

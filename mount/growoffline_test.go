@@ -4,6 +4,7 @@ package mount_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -422,4 +423,175 @@ func TestStageFormatFullDisk(t *testing.T) {
 	if !strings.Contains(err.Error(), "full") || !strings.Contains(err.Error(), dir) {
 		t.Errorf("error %q does not say that %s is full", err, dir)
 	}
+}
+
+// TestGrowOfflineScripted covers the answers that need no real failure,
+// with the tools scripted on a real image: a deadline passing during
+// resize2fs (let finish on a context of its own: DEADLINE_EXCEEDED after
+// it), and a failed resize2fs whose repair fails too (INTERNAL naming
+// the command to run by hand).
+func TestGrowOfflineScripted(t *testing.T) {
+	requireTool(t, "mkfs.ext4", "e2fsprogs")
+	img := filepath.Join(t.TempDir(), "vol.img")
+	extImage(t, img, 16<<20)
+	if err := os.Truncate(img, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("deadline", func(t *testing.T) {
+		s := &script{reply: map[string]func([]string) ([]byte, error){
+			"e2fsck": func([]string) ([]byte, error) { return nil, nil },
+		}}
+		var toolCtxErr error
+		m := newMounter(mount.RunnerFunc(func(ctx context.Context, name string, args ...string) ([]byte, error) {
+			if name == "resize2fs" {
+				time.Sleep(100 * time.Millisecond) // past the call's deadline
+				toolCtxErr = ctx.Err()
+				return nil, nil
+			}
+			return s.Run(ctx, name, args...)
+		}))
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		_, err := m.GrowOffline(ctx, mount.GrowOfflineOptions{Path: img})
+		wantCode(t, err, codes.DeadlineExceeded)
+		if toolCtxErr != nil {
+			t.Errorf("resize2fs's context ended with the call's: %v", toolCtxErr)
+		}
+	})
+
+	t.Run("repair fails", func(t *testing.T) {
+		s := &script{reply: map[string]func([]string) ([]byte, error){
+			"e2fsck": func(args []string) ([]byte, error) {
+				if args[1] == "-y" {
+					return []byte("e2fsck: Bad magic number in super-block\n"), &mount.ExitError{Command: "e2fsck", Code: 8}
+				}
+				return nil, nil
+			},
+			"resize2fs": func([]string) ([]byte, error) {
+				return []byte("resize2fs: Invalid argument while trying to resize\n"), &mount.ExitError{Command: "resize2fs", Code: 1}
+			},
+		}}
+		_, err := newMounter(s).GrowOffline(context.Background(), mount.GrowOfflineOptions{Path: img})
+		wantCode(t, err, codes.Internal)
+		if !strings.Contains(err.Error(), "e2fsck -f -y "+img) || !strings.Contains(err.Error(), "Invalid argument") {
+			t.Errorf("error %q does not name resize2fs's reason and the repair to run", err)
+		}
+	})
+}
+
+// killResize2fs runs resize2fs args and kills it (SIGKILL: the node's OOM
+// killer, a crash) once it has written 5 MiB into img.
+func killResize2fs(t *testing.T, img string, args ...string) error {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(img, &st); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("resize2fs", args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		var now unix.Stat_t
+		if unix.Stat(img, &now) == nil && now.Blocks > st.Blocks+10240 {
+			cmd.Process.Kill()
+			break
+		}
+		if cmd.ProcessState != nil {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	err := cmd.Wait()
+	if err == nil {
+		t.Fatal("resize2fs finished before it wrote 5 MiB: the test did not kill it")
+	}
+	return err
+}
+
+// TestGrowOfflineKilledWithUndo: resize2fs killed part way growing a file
+// system without a resize inode (where, repaired by e2fsck -f -y alone,
+// the file system lost its files) is rolled back from its undo file
+// (GrowOfflineOptions.UndoDir): the call answers INTERNAL and the file
+// system keeps its size, its data and checks clean. An undo file left by
+// a run killed outside any call (a crash) is rolled back by the next call,
+// which then grows the file system.
+func TestGrowOfflineKilledWithUndo(t *testing.T) {
+	requireRoot(t)
+	requireE2fsprogs(t)
+	requireTool(t, "e2undo", "e2fsprogs")
+	const size = 1 << 40
+	undoDir := t.TempDir()
+	newImage := func() (img string, before int64) {
+		img = filepath.Join(t.TempDir(), "vol.img")
+		extImage(t, img, 64<<20, "-b", "4096", "-O", "^resize_inode")
+		before = extBytes(t, img)
+		if err := os.Truncate(img, size); err != nil {
+			t.Fatal(err)
+		}
+		return img, before
+	}
+	undoFiles := func() []string {
+		t.Helper()
+		m, _ := filepath.Glob(filepath.Join(undoDir, "*"))
+		return m
+	}
+
+	t.Run("resize inode", func(t *testing.T) {
+		// mkfs.ext4's default: resize2fs -z would leave its resize inode
+		// invalid, so none is kept, and the file system checks clean.
+		img := filepath.Join(t.TempDir(), "vol.img")
+		extImage(t, img, 16<<20)
+		if err := os.Truncate(img, 512<<20); err != nil {
+			t.Fatal(err)
+		}
+		res, err := mount.New(mount.Options{}).GrowOffline(context.Background(), mount.GrowOfflineOptions{Path: img, UndoDir: undoDir})
+		if err != nil || res.After != 512<<20 {
+			t.Fatalf("GrowOffline: %+v, %v", res, err)
+		}
+		checkImage(t, img)
+	})
+
+	t.Run("killed in the call", func(t *testing.T) {
+		img, before := newImage()
+		run := mount.ExecRunner()
+		m := mount.New(mount.Options{Runner: mount.RunnerFunc(func(ctx context.Context, name string, args ...string) ([]byte, error) {
+			if name == "resize2fs" {
+				return nil, killResize2fs(t, img, args...)
+			}
+			return run.Run(ctx, name, args...)
+		})})
+		res, err := m.GrowOffline(context.Background(), mount.GrowOfflineOptions{Path: img, UndoDir: undoDir})
+		wantCode(t, err, codes.Internal)
+		if res.After != before || extBytes(t, img) != before {
+			t.Errorf("after the killed grow: got %+v, dumpe2fs %d, want %d kept", res, extBytes(t, img), before)
+		}
+		checkImage(t, img)
+		if f := undoFiles(); len(f) != 0 {
+			t.Errorf("undo files left: %q", f)
+		}
+	})
+
+	t.Run("killed before the call", func(t *testing.T) {
+		img, _ := newImage()
+		var st unix.Stat_t
+		if err := unix.Stat(img, &st); err != nil {
+			t.Fatal(err)
+		}
+		undo := filepath.Join(undoDir, fmt.Sprintf("%d-%d.e2undo", st.Dev, st.Ino))
+		killResize2fs(t, img, "-z", undo, img)
+		m := mount.New(mount.Options{})
+		res, err := m.GrowOffline(context.Background(), mount.GrowOfflineOptions{Path: img, UndoDir: undoDir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.After != size || extBytes(t, img) != size {
+			t.Errorf("after the grow: got %+v, dumpe2fs %d, want %d", res, extBytes(t, img), int64(size))
+		}
+		checkImage(t, img)
+		if f := undoFiles(); len(f) != 0 {
+			t.Errorf("undo files left: %q", f)
+		}
+	})
 }

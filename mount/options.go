@@ -115,6 +115,19 @@ type GrowOfflineOptions struct {
 	// system: absolute, clean and without a symlink in it, and used by no
 	// mount or loop device.
 	Path string
+	// UndoDir, when set, is a directory (absolute, on a file system with
+	// room; best not Path's) where resize2fs keeps an undo file of what it
+	// overwrites (resize2fs -z; about 6 MiB to grow 64 MiB to 1 TiB) when
+	// the file system has no resize inode, so resize2fs moves metadata to
+	// grow it. A resize2fs that fails, or was killed and left its file
+	// behind for the next call to find, is then rolled back with e2undo
+	// before the repair: killed part way without one, e2fsck -f -y
+	// repaired such a file system only by dropping files. The file, named
+	// after Path's device and inode numbers, is removed once done with.
+	// A file system with a resize inode (mkfs.ext4's default) keeps none:
+	// resize2fs -z of e2fsprogs 1.47.0 leaves its resize inode invalid.
+	// "" keeps none.
+	UndoDir string
 }
 
 // GrowOfflineResult says what Mounter.GrowOffline did.
