@@ -14,6 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/csikit/csikit/internal/testenv"
 )
 
 // fakeNBDHost is a host's nbd devices in a fake /sys/block, a fake
@@ -248,9 +250,7 @@ func TestNBDPickLockIsHostWide(t *testing.T) {
 // following a symlink and must be root's regular file: a file another
 // user created first could be locked by them forever.
 func TestNBDPickLockRefusesForeignFile(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to make a file of another user (CI runs as root)")
-	}
+	testenv.RequireRoot(t, "to make a file of another user")
 	f := newFakeNBDHost(t, 2)
 	must(t, os.MkdirAll(filepath.Dir(f.lockFile), 0o700))
 	must(t, os.WriteFile(f.lockFile, nil, 0o666))
