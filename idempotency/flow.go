@@ -114,7 +114,7 @@ func (i *Interceptor) create(ctx context.Context, set *locks.Set, req any, handl
 			return resp, nil
 		}
 	}
-	resp, err := handler(journal.ContextWithReservedID(ctx, rec.ID), req)
+	resp, err := handler(journal.ContextWithReservation(ctx, rec), req)
 	// The driver has acted: record the outcome even if the caller gave up.
 	bg := context.WithoutCancel(ctx)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -561,5 +562,43 @@ func TestManyLocksAllOrNone(t *testing.T) {
 	}
 	if held := tab.Stats().Held; held != 0 {
 		t.Errorf("after the call: %d keys held, want 0", held)
+	}
+}
+
+// TestDriverSeesWhetherItsReservationIsFresh: the first attempt at a name
+// made its reservation (journal.ReservedFresh), a retry after an attempt
+// that failed midway did not — the driver must then look for what that
+// attempt left under the ID.
+func TestDriverSeesWhetherItsReservationIsFresh(t *testing.T) {
+	ctx := context.Background()
+	for storeName, open := range stores() {
+		t.Run(storeName, func(t *testing.T) {
+			ic := newIC(t, idempotency.Options{Journal: open(t)})
+			var fresh []bool
+			var ids []string
+			h := func(fail bool) grpc.UnaryHandler {
+				return func(ctx context.Context, _ any) (any, error) {
+					id, _ := journal.ReservedID(ctx)
+					ids = append(ids, id)
+					fresh = append(fresh, journal.ReservedFresh(ctx))
+					if fail {
+						return nil, status.Error(codes.Unavailable, "backend busy")
+					}
+					return &csi.CreateVolumeResponse{Volume: &csi.Volume{VolumeId: id}}, nil
+				}
+			}
+			if _, err := call(ctx, ic, mCreate, createVol("pvc-f"), h(true)); status.Code(err) != codes.Unavailable {
+				t.Fatalf("first attempt: got %v, want Unavailable", err)
+			}
+			if _, err := call(ctx, ic, mCreate, createVol("pvc-f"), h(false)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := call(ctx, ic, mCreate, createVol("pvc-g"), h(false)); err != nil {
+				t.Fatal(err)
+			}
+			if want := []bool{true, false, true}; !slices.Equal(fresh, want) || ids[0] != ids[1] {
+				t.Errorf("fresh: got %v for IDs %v, want %v with the retry on the first ID", fresh, ids, want)
+			}
+		})
 	}
 }

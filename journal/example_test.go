@@ -322,3 +322,16 @@ func ExampleKV_Scan() {
 	fmt.Println(ids, total)
 	// Output: [vol-a vol-b vol-c] 57
 }
+
+// A create call whose reservation is fresh skips looking for what an
+// earlier attempt left under the ID: with random IDs there was none.
+func ExampleReservedFresh() {
+	ctx := journal.ContextWithReservation(context.Background(), journal.Record{ID: "csi-vol-1", Fresh: true})
+	id, _ := journal.ReservedID(ctx)
+	fmt.Println(id, journal.ReservedFresh(ctx))
+	retry := journal.ContextWithReservation(context.Background(), journal.Record{ID: "csi-vol-1"})
+	fmt.Println(journal.ReservedFresh(retry))
+	// Output:
+	// csi-vol-1 true
+	// false
+}

@@ -11,18 +11,41 @@ import (
 
 type reservedIDKey struct{}
 
+// reserved is what a create call's context carries of its reservation.
+type reserved struct {
+	id    string
+	fresh bool
+}
+
 // ReservedID returns the ID the journal reserved for the create call running
 // in ctx. A driver that creates its backend object under this ID is
 // idempotent across retries and crashes.
 func ReservedID(ctx context.Context) (string, bool) {
-	id, ok := ctx.Value(reservedIDKey{}).(string)
-	return id, ok
+	r, ok := ctx.Value(reservedIDKey{}).(reserved)
+	return r.id, ok
+}
+
+// ReservedFresh reports whether the create call running in ctx made its
+// reservation itself (Record.Fresh): no earlier attempt had the name, so
+// none can have left a backend object under the ID — provided IDs are
+// never reused, as with RandomID. A driver may then skip looking for an
+// earlier attempt's leftovers. False when unknown.
+func ReservedFresh(ctx context.Context) bool {
+	r, _ := ctx.Value(reservedIDKey{}).(reserved)
+	return r.fresh
 }
 
 // ContextWithReservedID returns ctx carrying id as ReservedID; for testing
 // drivers without the interceptor.
 func ContextWithReservedID(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, reservedIDKey{}, id)
+	return context.WithValue(ctx, reservedIDKey{}, reserved{id: id})
+}
+
+// ContextWithReservation returns ctx carrying rec's ID as ReservedID and
+// rec.Fresh as ReservedFresh: what the idempotency interceptor passes to
+// the driver's create call.
+func ContextWithReservation(ctx context.Context, rec Record) context.Context {
+	return context.WithValue(ctx, reservedIDKey{}, reserved{id: rec.ID, fresh: rec.Fresh})
 }
 
 // RequireReservedID is ReservedID for a driver that cannot work without the

@@ -76,7 +76,10 @@
 //   - External commands (blkid, fsck, mkfs.*, resize2fs, xfs_growfs, mount) run
 //     through the Runner with the call's context, so a deadline ends them
 //     (ExecRunner uses command.Run, which kills the tool's whole process
-//     group, helpers it forked included).
+//     group, helpers it forked included). The exception is resize2fs
+//     growing a file system offline (GrowOffline, StageOptions.Grow): killed
+//     part way it can cost the file system its journal, so it runs to the
+//     end (at most ten minutes) and the call then reports the context's end.
 //     A failure's message names the tool's reason (Summarize): the first
 //     meaningful lines of its stderr, not its version banner, usage text or
 //     progress on stdout.

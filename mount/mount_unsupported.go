@@ -46,6 +46,11 @@ func (m *Mounter) Resize(ctx context.Context, o ResizeOptions) (bool, error) {
 	return false, unsupported()
 }
 
+// GrowOffline is implemented on Linux only.
+func (m *Mounter) GrowOffline(ctx context.Context, o GrowOfflineOptions) (GrowOfflineResult, error) {
+	return GrowOfflineResult{}, unsupported()
+}
+
 // MinSize is not supported on this platform.
 func (m *Mounter) MinSize(ctx context.Context, fsType string) (int64, error) {
 	return 0, unsupported()

@@ -108,6 +108,24 @@ type UnmountOptions struct {
 	Encryption *Encryption
 }
 
+// GrowOfflineOptions describes an offline file system expansion
+// (Mounter.GrowOffline).
+type GrowOfflineOptions struct {
+	// Path is the image file or block device holding the ext2/3/4 file
+	// system: absolute, clean and without a symlink in it, and used by no
+	// mount or loop device.
+	Path string
+}
+
+// GrowOfflineResult says what Mounter.GrowOffline did.
+type GrowOfflineResult struct {
+	// Before and After are the file system's size in bytes, from its
+	// superblock, before and after; equal when there was nothing to grow
+	// (0 when Path holds no ext2/3/4 file system). After a failed grow,
+	// After is the size the repaired file system has.
+	Before, After int64
+}
+
 // ResizeOptions describes an online file system expansion.
 type ResizeOptions struct {
 	// Device is the block device holding the file system.

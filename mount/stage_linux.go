@@ -4,10 +4,7 @@ package mount
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
-	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -314,6 +311,10 @@ func (m *Mounter) formatIfBlank(ctx context.Context, o StageOptions) error {
 		if ctx.Err() != nil {
 			return ctxError(ctx.Err(), "format %s", o.Device)
 		}
+		if msg, full := storageFull(o.Device, o.Device, out, err); full {
+			return errorf(codes.ResourceExhausted, err, "format %s as %s: %s: free space there, or create the volume where there is room, and retry%s",
+				o.Device, o.FSType, msg, outputSuffix(out, err))
+		}
 		return errorf(codes.Internal, err, "format %s as %s%s", o.Device, o.FSType, outputSuffix(out, err))
 	}
 	return nil
@@ -344,71 +345,6 @@ func (m *Mounter) fsck(ctx context.Context, o StageOptions) error {
 		m.log.WarnContext(ctx, "fsck failed to run; mounting anyway", "device", o.Device, "err", err)
 		return nil
 	}
-}
-
-// growOffline grows the existing, unmounted ext2/3/4 file system on
-// o.Device to the device's size when o.Grow asks for it and it is smaller
-// (StageOptions.Grow): e2fsck -f (resize2fs refuses a file system not
-// checked since its last mount), then resize2fs.
-func (m *Mounter) growOffline(ctx context.Context, o StageOptions) error {
-	if !o.Grow || o.ReadOnly || !strings.HasPrefix(o.FSType, "ext") {
-		return nil
-	}
-	fsBytes, blockSize, devBytes, err := extSizes(o.Device)
-	if err != nil {
-		return errorf(codes.Internal, err, "sizes of the file system on %s", o.Device)
-	}
-	if devBytes-fsBytes < blockSize {
-		return nil // full size: no partial block to grow into
-	}
-	out, err := m.run.Run(ctx, "e2fsck", "-f", "-p", o.Device)
-	var ee *ExitError
-	switch {
-	case err == nil:
-	case ctx.Err() != nil:
-		return ctxError(ctx.Err(), "e2fsck %s", o.Device)
-	case errors.As(err, &ee) && (ee.Code == 1 || ee.Code == 2):
-		m.log.WarnContext(ctx, "e2fsck corrected errors", "device", o.Device, "output", summary(out, err))
-	default:
-		return errorf(codes.FailedPrecondition, err, "check the file system on %s before growing it%s", o.Device, outputSuffix(out, err))
-	}
-	if out, err := m.run.Run(ctx, "resize2fs", o.Device); err != nil {
-		if ctx.Err() != nil {
-			return ctxError(ctx.Err(), "resize %s", o.Device)
-		}
-		return errorf(codes.Internal, err, "grow the file system on %s%s", o.Device, outputSuffix(out, err))
-	}
-	m.log.InfoContext(ctx, "grown before mounting", "device", o.Device, "from", fsBytes, "to", devBytes)
-	return nil
-}
-
-// extSizes returns the size and block size of the ext2/3/4 file system on
-// dev, from its superblock, and the size of dev.
-func extSizes(dev string) (fsBytes, blockSize, devBytes int64, err error) {
-	f, err := os.OpenFile(dev, os.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return 0, 0, 0, err
-	}
-	defer f.Close()
-	if devBytes, err = f.Seek(0, io.SeekEnd); err != nil {
-		return 0, 0, 0, err
-	}
-	sb := make([]byte, 1024)
-	if _, err := f.ReadAt(sb, 1024); err != nil {
-		return 0, 0, 0, err
-	}
-	if binary.LittleEndian.Uint16(sb[0x38:]) != 0xef53 {
-		return 0, 0, 0, errors.New("no ext2/3/4 superblock")
-	}
-	blocks := uint64(binary.LittleEndian.Uint32(sb[0x4:]))
-	if binary.LittleEndian.Uint32(sb[0x60:])&0x80 != 0 { // INCOMPAT_64BIT
-		blocks |= uint64(binary.LittleEndian.Uint32(sb[0x150:])) << 32
-	}
-	logSize := binary.LittleEndian.Uint32(sb[0x18:])
-	if logSize > 6 {
-		return 0, 0, 0, fmt.Errorf("block size 2^%d KiB", logSize)
-	}
-	return int64(blocks << (10 + logSize)), 1 << (10 + logSize), devBytes, nil
 }
 
 // needsHelper reports whether fstype is mounted through mount(8) and a

@@ -47,7 +47,7 @@ type config struct {
 	timeout                                                                        time.Duration
 	createLease                                                                    time.Duration
 	fenceExpiry                                                                    time.Duration
-	printCSIDriver, showVersion, requireNodes                                      bool
+	printCSIDriver, showVersion, requireNodes, renewFences                         bool
 }
 
 func main() {
@@ -76,6 +76,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.DurationVar(&c.fenceExpiry, "fence-expiry", driver.DefaultFenceExpiry, "how long the blocklist entries of a fence last unless Unfence lifts them (README: Node loss and fencing)")
 	fs.StringVar(&c.secretsDir, "secrets-dir", "", "directory holding the files userID and userKey (a mounted Secret): standing Ceph credentials for the calls without secrets (Unfence and fence renewal after a restart, node registration)")
 	fs.BoolVar(&c.requireNodes, "require-node-registration", false, "publish only to nodes whose node plugin registered (at NodeGetInfo, with --secrets-dir, in --pool); any other node ID is NOT_FOUND")
+	fs.BoolVar(&c.renewFences, "renew-fences", true, "renew fences before their --fence-expiry while their nodes stay fenced (controllers; node plugins may turn it off)")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.metricsAddr, "metrics-address", "", "address for /metrics, /healthz and /readyz (empty = off)")
 	fs.StringVar(&c.kubeletRegistration, "kubelet-registration-path", "", "register with kubelet directly (no node-driver-registrar): the CSI socket's path on the host, e.g. /var/lib/kubelet/plugins/rbd.csikit.dev/csi.sock")
@@ -175,7 +176,9 @@ func run(args []string) error {
 	}
 	// Fences outlive their --fence-expiry while their nodes stay fenced:
 	// renewed in the background, stopped with the other parts.
-	r.Add("fence-renewal", runner.Func(d.RenewFences))
+	if cfg.renewFences {
+		r.Add("fence-renewal", runner.Func(d.RenewFences))
+	}
 	return r.Run(context.Background()) // until SIGINT or SIGTERM
 }
 

@@ -55,6 +55,39 @@ func deployImages(t *testing.T, dir, binDir string) []string {
 	return append([]string{tar}, sidecars...)
 }
 
+// applyHostpathDeploy applies examples/hostpath/deploy to node-1 of the
+// kubelet mode: the manifests named, then node.yaml and controller.yaml
+// with the test's image, the kubelet's root directory and a state
+// directory below the environment's (hostpathState), after labelling
+// node-1 for controller.yaml's nodeSelector.
+func applyHostpathDeploy(t *testing.T, env *kube.Env, manifests ...string) {
+	t.Helper()
+	if _, err := env.Client.CoreV1().Nodes().Patch(context.Background(), "node-1", "application/merge-patch+json",
+		[]byte(`{"metadata":{"labels":{"csikit-hostpath":"controller"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range manifests {
+		env.ApplyFile(t, hostpathDeploy(m))
+	}
+	applyHostpathDriver(t, env)
+}
+
+// applyHostpathDriver applies node.yaml and controller.yaml of
+// examples/hostpath/deploy with the test's image, the kubelet's root
+// directory and the state directory hostpathState.
+func applyHostpathDriver(t *testing.T, env *kube.Env) {
+	t.Helper()
+	root := env.KubeletDir()
+	env.ApplyFile(t, hostpathDeploy("node.yaml"),
+		"csikit/hostpath:latest", hostpathImage,
+		"/var/lib/kubelet", root,
+		"{path: /var/lib/csikit-hostpath, type: DirectoryOrCreate}", "{path: "+hostpathState(env)+", type: DirectoryOrCreate}")
+	env.ApplyFile(t, hostpathDeploy("controller.yaml"), "/var/lib/kubelet", root)
+}
+
+// hostpathState is the deployed node plugin's state directory.
+func hostpathState(env *kube.Env) string { return filepath.Join(env.Dir, "hostpath-state") }
+
 // hostpathTools are the host programs the hostpath image carries, as
 // examples/hostpath/Dockerfile installs them (Debian's e2fsprogs,
 // xfsprogs, util-linux, mount): the filesystem kinds format, check, grow
@@ -89,23 +122,7 @@ func TestKubeletDeploy(t *testing.T) {
 		Sidecars: []string{}, // the Deployment's sidecars only
 		Kubelet:  &kube.KubeletOptions{Images: images, CheckLeftovers: true},
 	})
-	// controller.yaml's nodeSelector: the node holding the volumes.
-	if _, err := env.Client.CoreV1().Nodes().Patch(context.Background(), "node-1", "application/merge-patch+json",
-		[]byte(`{"metadata":{"labels":{"csikit-hostpath":"controller"}}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	root := env.KubeletDir()
-	state := filepath.Join(env.Dir, "hostpath-state")
-	for _, m := range []string{"rbac.yaml", "csidriver.yaml", "storageclass.yaml", "volumesnapshotclass.yaml"} {
-		env.ApplyFile(t, hostpathDeploy(m))
-	}
-	nodeSubs := []string{
-		"csikit/hostpath:latest", hostpathImage,
-		"/var/lib/kubelet", root,
-		"{path: /var/lib/csikit-hostpath, type: DirectoryOrCreate}", "{path: " + state + ", type: DirectoryOrCreate}",
-	}
-	env.ApplyFile(t, hostpathDeploy("node.yaml"), nodeSubs...)
-	env.ApplyFile(t, hostpathDeploy("controller.yaml"), "/var/lib/kubelet", root)
+	applyHostpathDeploy(t, env, "rbac.yaml", "csidriver.yaml", "storageclass.yaml", "volumesnapshotclass.yaml")
 	createNamespace(t, env)
 	// Before the environment's Cleanup (which deletes the DaemonSet and
 	// the Deployment): consumers go first, then the volumes, through the
@@ -311,8 +328,7 @@ func TestKubeletDeploy(t *testing.T) {
 		h.noPodMounts(string(w.UID))
 		t.Logf("pods deleted, the volume's first, in %s", time.Since(t0).Round(time.Millisecond))
 		// The driver again, for the teardown's claim deletion.
-		env.ApplyFile(t, hostpathDeploy("node.yaml"), nodeSubs...)
-		env.ApplyFile(t, hostpathDeploy("controller.yaml"), "/var/lib/kubelet", root)
+		applyHostpathDriver(t, env)
 		kube.WaitFor(t, kubeletWait, "the driver's pods Ready again", func(ctx context.Context) (bool, string, error) {
 			if ok, msg, err := env.PodsReady(ctx, deployNS, "app=csikit-hostpath-node", 1, 1); !ok || err != nil {
 				return ok, msg, err

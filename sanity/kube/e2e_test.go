@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/csikit/csikit/quota"
 	"github.com/csikit/csikit/sanity/kube"
 )
@@ -124,20 +122,8 @@ func TestE2E(t *testing.T) {
 		ExtraArgs: map[string][]string{"kube-controller-manager": {
 			"--controllers=namespace-controller,garbage-collector-controller,ephemeral-volume-controller"}},
 	})
-	if _, err := env.Client.CoreV1().Nodes().Patch(ctx, "node-1", "application/merge-patch+json",
-		[]byte(`{"metadata":{"labels":{"csikit-hostpath":"controller"}}}`), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	root := env.KubeletDir()
-	state := filepath.Join(env.Dir, "hostpath-state")
-	for _, m := range []string{"rbac.yaml", "csidriver.yaml", "volumesnapshotclass.yaml"} {
-		env.ApplyFile(t, hostpathDeploy(m))
-	}
-	env.ApplyFile(t, hostpathDeploy("node.yaml"),
-		"csikit/hostpath:latest", hostpathImage,
-		"/var/lib/kubelet", root,
-		"{path: /var/lib/csikit-hostpath, type: DirectoryOrCreate}", "{path: "+state+", type: DirectoryOrCreate}")
-	env.ApplyFile(t, hostpathDeploy("controller.yaml"), "/var/lib/kubelet", root)
+	applyHostpathDeploy(t, env, "rbac.yaml", "csidriver.yaml", "volumesnapshotclass.yaml")
+	root, state := env.KubeletDir(), hostpathState(env)
 	t.Cleanup(func() {
 		if t.Failed() {
 			env.LogPods(t, deployNS, 30)

@@ -42,6 +42,19 @@ func TestExecutableFiles(t *testing.T) {
 			}
 		}
 	}
+	out, err := inChroot(t, files, "/prog", "/")
+	if err != nil {
+		t.Fatalf("%s in a chroot with %v: %v: %s", prog, paths, err, out)
+	}
+	if !strings.Contains(string(out), "prog") {
+		t.Errorf("ls / in the chroot printed %q, want the chroot's entries", out)
+	}
+}
+
+// inChroot copies files into a new directory, each at its path, and runs
+// args there in a chroot; it skips without root.
+func inChroot(t *testing.T, files []kube.ImageFile, args ...string) ([]byte, error) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		prereqSkip(t, "running it in a chroot needs root (the file list was checked)")
 	}
@@ -59,16 +72,10 @@ func TestExecutableFiles(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command("/prog", "/")
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
 	cmd.Dir = "/"
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s in a chroot with %v: %v: %s", prog, paths, err, out)
-	}
-	if !strings.Contains(string(out), "prog") {
-		t.Errorf("ls / in the chroot printed %q, want the chroot's entries", out)
-	}
+	return cmd.CombinedOutput()
 }
 
 func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
@@ -125,27 +132,7 @@ func TestExecutableFilesRunpath(t *testing.T) {
 	if !found {
 		t.Fatalf("files %+v: want %s (the RUNPATH's library) among them", files, lib)
 	}
-	if os.Geteuid() != 0 {
-		prereqSkip(t, "running it in a chroot needs root (the file list was checked)")
-	}
-	root := t.TempDir()
-	for _, f := range files {
-		b, err := os.ReadFile(f.Source)
-		if err != nil {
-			t.Fatal(err)
-		}
-		dst := filepath.Join(root, f.Path)
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(dst, b, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cmd := exec.Command("/prog")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
-	cmd.Dir = "/"
-	out, err := cmd.CombinedOutput()
+	out, err := inChroot(t, files, "/prog")
 	if err != nil || string(out) != "answer 42\n" {
 		t.Fatalf("the program in a chroot of its files: %v: %q, want \"answer 42\"", err, out)
 	}

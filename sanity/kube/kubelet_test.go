@@ -84,20 +84,26 @@ func startKubelet(t *testing.T) *kenv {
 		t.Fatal(err)
 	}
 	k := &kenv{env: env, driver: p, state: state}
+	stopAtCleanup(t, p)
+	// Runs before the driver stops: pods' volumes are unpublished and the
+	// volumes deleted through the driver.
+	t.Cleanup(func() { k.teardown(t) })
+	waitDriverOnNode(t, env)
+	return k
+}
+
+// stopAtCleanup stops p when t ends and, if t failed, logs the tail of
+// its log.
+func stopAtCleanup(t *testing.T, p *kube.Process) {
 	t.Cleanup(func() {
 		if err := p.Stop(); err != nil {
 			t.Error(err)
 		}
 		if t.Failed() {
 			b, _ := os.ReadFile(p.LogPath)
-			t.Logf("--- hostpath (started %d times):\n%s", p.Starts(), tail(string(b), 40))
+			t.Logf("--- %s (started %d times):\n%s", p.Name, p.Starts(), tail(string(b), 40))
 		}
 	})
-	// Runs before the driver stops: pods' volumes are unpublished and the
-	// volumes deleted through the driver.
-	t.Cleanup(func() { k.teardown(t) })
-	waitDriverOnNode(t, env)
-	return k
 }
 
 // shortTempDir is a new temporary directory with a short path (unix

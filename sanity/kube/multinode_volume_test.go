@@ -65,15 +65,7 @@ func TestKubeletNodeLossVolume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if err := p.Stop(); err != nil {
-			t.Error(err)
-		}
-		if t.Failed() {
-			b, _ := os.ReadFile(p.LogPath)
-			t.Logf("--- hostpath (started %d times):\n%s", p.Starts(), tail(string(b), 40))
-		}
-	})
+	stopAtCleanup(t, p)
 	n2, _ := env.KubeletNode("node-2")
 	reg, err := registration.New(registration.Options{DriverName: hostpathName, Endpoint: sock, Dir: n2.RegistrationDir})
 	if err != nil {

@@ -70,8 +70,12 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 	}
 
 	src := r.GetVolumeContentSource()
-	if err := d.removeLeftovers(ctx, id); err != nil {
-		return nil, err
+	// An earlier attempt under this ID (a reservation it did not make)
+	// may have left data; a fresh reservation of a random ID cannot have.
+	if !journal.ReservedFresh(ctx) {
+		if err := d.removeLeftovers(ctx, id); err != nil {
+			return nil, err
+		}
 	}
 	if err := d.reserveCapacity(id, v.imageSize(size)); err != nil {
 		return nil, err
@@ -292,7 +296,7 @@ func (d *Driver) ListVolumes(ctx context.Context, r *csi.ListVolumesRequest) (*c
 	if limit > 0 {
 		resp.Entries = make([]*csi.ListVolumesResponse_Entry, 0, min(limit, 1000))
 	}
-	err = eachAfterAs(d.store.volumes, after, func(_ string, l *volumeListing) bool {
+	err = eachAfterAs(d.store.volumes, after, func(id string, l *volumeListing) bool {
 		if limit > 0 && len(resp.Entries) == limit {
 			resp.NextToken = encodeToken(resp.Entries[len(resp.Entries)-1].GetVolume().GetVolumeId())
 			return false
@@ -311,6 +315,8 @@ func (d *Driver) ListVolumes(ctx context.Context, r *csi.ListVolumesRequest) (*c
 			ctx = d.csiVolume(&volume{Kind: l.Kind, FSType: l.FSType}, nil).VolumeContext
 			contexts[[2]string{string(l.Kind), l.FSType}] = ctx
 		}
+		// l.ID is the key's string, or a copy for a record whose ID
+		// differs from its key (none should).
 		b.volume.VolumeId, b.volume.CapacityBytes = l.ID, l.Capacity
 		b.volume.VolumeContext, b.volume.AccessibleTopology = ctx, topology
 		b.entry.Volume, b.entry.Status = &b.volume, &b.status
@@ -401,8 +407,8 @@ func (d *Driver) ControllerExpandVolume(ctx context.Context, r *csi.ControllerEx
 			return nil, status.Errorf(codes.Internal, "grow backing file: %v", err)
 		}
 		if _, err := os.Stat(d.stagedMarker(v.ID)); v.Kind == kindFS && errNotExist(err) {
-			if err := d.growExt4Offline(ctx, d.volumeImage(v.ID)); err != nil {
-				d.shrinkBackAfterFailedGrow(&v)
+			if res, err := d.growExt4Offline(ctx, d.volumeImage(v.ID)); err != nil {
+				d.shrinkBackAfterFailedGrow(&v, res)
 				d.ledger.cancel(v.ID)
 				return nil, err
 			}

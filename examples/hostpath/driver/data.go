@@ -74,7 +74,8 @@ func (d *Driver) createData(ctx context.Context, v *volume, src *csi.VolumeConte
 			return status.Errorf(codes.Internal, "size backing file: %v", err)
 		}
 		if from != "" && v.Kind == kindFS && v.Capacity > fromSize {
-			return d.growExt4Offline(ctx, img)
+			_, err := d.growExt4Offline(ctx, img)
+			return err
 		}
 		return nil
 	}

@@ -3,108 +3,41 @@
 package driver
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/block"
-	"github.com/csikit/csikit/command"
+	"github.com/csikit/csikit/mount"
 )
 
 // growExt4Offline grows the ext4 filesystem in a backing file that no
 // loop device or mount uses (a restored or cloned volume, an expansion
 // while unstaged, a stage after an expansion made while staged) to the
-// file's size. Kubelet asks for no NodeExpandVolume on a new volume, so a
-// copy made larger than its source would otherwise keep the source's
-// filesystem size; and growing offline needs no CAP_SYS_RESOURCE, which
-// growing a mounted ext4 does (the NodeExpandVolume after the next stage
-// then has nothing to do). A full check comes first (e2fsck -f -p; exit
-// status 1 means it fixed something, which a snapshot of a mounted
-// filesystem may need). A file holding anything but ext4 (blank: formatted
-// at its full size on the first stage; xfs, which grows only mounted;
-// LUKS) is left alone.
+// file's size, with mount.Mounter.GrowOffline. Kubelet asks for no
+// NodeExpandVolume on a new volume, so a copy made larger than its source
+// would otherwise keep the source's filesystem size; and growing offline
+// needs no CAP_SYS_RESOURCE, which growing a mounted ext4 does (the
+// NodeExpandVolume after the next stage then has nothing to do). A file
+// holding anything but ext4 (blank: formatted at its full size on the
+// first stage; xfs, which grows only mounted; LUKS) is left alone.
 //
 // resize2fs writes the new groups' metadata into the file's holes, so a
-// full state filesystem fails it part way (ENOSPC): see repairFailedGrow.
-func (d *Driver) growExt4Offline(ctx context.Context, img string) error {
-	if format, err := d.mounter.DiskFormat(ctx, img); err != nil || format != "ext4" {
-		return err
-	}
-	if _, err := command.Run(ctx, "e2fsck", []string{"-f", "-p", img}, command.Options{}); err != nil {
-		var ce *command.Error
-		if !errors.As(err, &ce) || ce.ExitCode != 1 {
-			return status.Errorf(status.Code(err), "check the filesystem before growing it: %v", err)
-		}
-	}
-	if _, err := command.Run(ctx, "resize2fs", []string{img}, command.Options{}); err != nil {
-		return d.repairFailedGrow(ctx, img, err)
-	}
-	return nil
-}
-
-// repairFailedGrow answers a resize2fs that failed on img, after putting
-// the filesystem right. resize2fs writes the primary superblock last, so a
-// run stopped part way (ENOSPC writing a hole, a cancelled call) leaves
-// the old size with allocation maps that already claim blocks for the new
-// groups' metadata — a filesystem e2fsck -p refuses to mount ("UNEXPECTED
-// INCONSISTENCY"). The repair is the one resize2fs asks for, e2fsck -f -y,
-// on a context of its own (the call's may be what stopped resize2fs); it
-// only writes blocks resize2fs wrote already, so it works on the full disk.
-// A full disk answers RESOURCE_EXHAUSTED, the rest keeps resize2fs's code.
-func (d *Driver) repairFailedGrow(ctx context.Context, img string, cause error) error {
-	code, what := status.Code(cause), cause.Error()
-	var ce *command.Error
-	if errors.As(cause, &ce) && bytes.Contains(append(ce.Stdout, ce.Stderr...), []byte("No space left on device")) {
-		code, what = codes.ResourceExhausted, "the filesystem of the state directory is full (resize2fs: No space left on device); free space on it and retry"
-	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
-	defer cancel()
-	if _, err := command.Run(rctx, "e2fsck", []string{"-f", "-y", img}, command.Options{}); err != nil {
-		if !errors.As(err, &ce) || ce.ExitCode != 1 {
-			return status.Errorf(codes.Internal, "grow the filesystem to the volume's size: %s; then the check resize2fs asks for failed too: %v: repair it by hand (e2fsck -f -y %s)", what, err, img)
-		}
-	}
-	d.log.Warn("growing a filesystem failed; checked and repaired it", "image", img, "error", cause)
-	return status.Errorf(code, "grow the filesystem to the volume's size: %s", what)
-}
-
-// ext4Bytes reads the size of the ext4 filesystem in path from its
-// superblock: ok is false when path holds no ext4 (or ext2/3)
-// filesystem.
-func ext4Bytes(path string) (size int64, ok bool, err error) {
-	f, err := os.Open(path)
+// full state filesystem fails it part way: GrowOffline repairs the
+// filesystem and answers RESOURCE_EXHAUSTED; the result's After is then
+// the repaired filesystem's size.
+func (d *Driver) growExt4Offline(ctx context.Context, img string) (mount.GrowOfflineResult, error) {
+	res, err := d.mounter.GrowOffline(ctx, mount.GrowOfflineOptions{Path: img})
 	if err != nil {
-		return 0, false, err
+		return res, status.Errorf(status.Code(err), "grow the filesystem to the volume's size: %v", err)
 	}
-	defer f.Close()
-	var sb [1024]byte
-	if _, err := f.ReadAt(sb[:], 1024); err != nil {
-		if errors.Is(err, io.EOF) {
-			return 0, false, nil
-		}
-		return 0, false, err
-	}
-	le := binary.LittleEndian
-	if le.Uint16(sb[0x38:]) != 0xef53 { // s_magic
-		return 0, false, nil
-	}
-	logBlock := le.Uint32(sb[0x18:]) // s_log_block_size
-	if logBlock > 6 {
-		return 0, false, fmt.Errorf("%s: ext4 superblock with block size 1024<<%d", path, logBlock)
-	}
-	blocks := uint64(le.Uint32(sb[0x4:])) // s_blocks_count_lo
-	if le.Uint32(sb[0x60:])&0x80 != 0 {   // INCOMPAT_64BIT: s_blocks_count_hi
-		blocks |= uint64(le.Uint32(sb[0x150:])) << 32
-	}
-	return int64(blocks) << (10 + logBlock), true, nil
+	return res, nil
 }
 
 // xfsBytes reads the size of the xfs data section in path from its
@@ -144,18 +77,26 @@ func xfsBytes(path string) (size int64, ok bool, err error) {
 // stage to grow it right after the mount (xfs_growfs: CAP_SYS_ADMIN only).
 // A volume whose loop device is attached already (a stage elsewhere, or
 // one left by a crash) is left to NodeExpandVolume: writing the file under
-// an attached loop device could leave the device's cache stale. Encrypted
-// volumes are too: their file holds LUKS.
+// an attached loop device could leave the device's cache stale. An
+// encrypted volume's file holds LUKS: its ext4 grows in the stage, on the
+// mapping (StageOptions.Grow), and its xfs after the mount, where a
+// filesystem at full size already costs one xfs_growfs that does nothing.
 func (d *Driver) growBeforeStage(ctx context.Context, v *volume) (growMounted bool, err error) {
-	if v.Kind != kindFS || v.encrypted() {
+	if v.Kind != kindFS {
 		return false, nil
 	}
-	img := d.volumeImage(v.ID)
-	read := ext4Bytes
-	if v.FSType == "xfs" {
-		read = xfsBytes
+	if v.encrypted() {
+		return v.FSType == "xfs", nil
 	}
-	fs, ok, err := read(img)
+	img := d.volumeImage(v.ID)
+	if _, attached, err := block.FindLoop(ctx, img); err != nil || attached {
+		return false, err
+	}
+	if v.FSType != "xfs" {
+		_, err := d.growExt4Offline(ctx, img)
+		return false, err
+	}
+	fs, ok, err := xfsBytes(img)
 	if err != nil {
 		return false, status.Errorf(codes.Internal, "read the filesystem size of volume %s: %v", v.ID, err)
 	}
@@ -166,29 +107,20 @@ func (d *Driver) growBeforeStage(ctx context.Context, v *volume) (growMounted bo
 	if err != nil {
 		return false, status.Errorf(codes.Internal, "volume %s: %v", v.ID, err)
 	}
-	if fi.Size() < fs+4096 {
-		return false, nil
-	}
-	if _, attached, err := block.FindLoop(ctx, img); err != nil || attached {
-		return false, err
-	}
-	if v.FSType == "xfs" {
-		return true, nil
-	}
-	return false, d.growExt4Offline(ctx, img)
+	return fi.Size() >= fs+4096, nil
 }
 
 // shrinkBackAfterFailedGrow gives the backing file of v back its recorded
 // size after ControllerExpandVolume grew it and growing the filesystem
-// failed, so the file and the record agree and the next stage does not
-// grow the filesystem past the capacity the CO knows. It does so only when
-// the filesystem (checked by repairFailedGrow) still fits that size; one
-// that grew anyway keeps the larger file, and the CO's retry of the
-// expansion records it.
-func (d *Driver) shrinkBackAfterFailedGrow(v *volume) {
+// failed (res: what GrowOffline left), so the file and the record agree
+// and the next stage does not grow the filesystem past the capacity the CO
+// knows. It does so only when the filesystem (repaired by GrowOffline)
+// still fits that size; one that grew anyway keeps the larger file, and
+// the CO's retry of the expansion records it.
+func (d *Driver) shrinkBackAfterFailedGrow(v *volume, res mount.GrowOfflineResult) {
 	img, size := d.volumeImage(v.ID), v.imageSize(v.Capacity)
-	if fs, ok, err := ext4Bytes(img); err != nil || !ok || fs > size {
-		d.log.Warn("growing the filesystem failed; its backing file keeps the new size", "volume", v.ID, "filesystem", fs, "error", err)
+	if res.After == 0 || res.After > size {
+		d.log.Warn("growing the filesystem failed; its backing file keeps the new size", "volume", v.ID, "filesystem", res.After)
 		return
 	}
 	if err := os.Truncate(img, size); err != nil {

@@ -26,12 +26,14 @@ type volumeListing struct {
 // escape in a string it keeps, a key that matches one of its fields
 // only ignoring case, anything malformed — hands the record to
 // encoding/json, which decides.
-func (l *volumeListing) UnmarshalJSON(raw []byte) error { return l.decodeRecord(raw) }
+func (l *volumeListing) UnmarshalJSON(raw []byte) error { return l.decodeRecord("", raw) }
 
 // decodeRecord is UnmarshalJSON for decodeAs, which calls it directly:
 // through json.Unmarshal, a validation pass over the record comes first.
-func (l *volumeListing) decodeRecord(raw []byte) error {
-	if fastListing(raw, l) {
+// key is the record's key: an ID equal to it shares its string rather
+// than allocating a copy (a page of 500 made 500 of them).
+func (l *volumeListing) decodeRecord(key string, raw []byte) error {
+	if fastListing(key, raw, l) {
 		return nil
 	}
 	type plain volumeListing // without this method
@@ -41,8 +43,10 @@ func (l *volumeListing) decodeRecord(raw []byte) error {
 	return err
 }
 
-// fastListing decodes raw into l, reporting false if it cannot.
-func fastListing(raw []byte, l *volumeListing) bool {
+// fastListing decodes raw into l, reporting false if it cannot. An ID
+// equal to recordKey is that string; the usual kinds and filesystem types are
+// constants: so a record costs no allocation.
+func fastListing(recordKey string, raw []byte, l *volumeListing) bool {
 	var out volumeListing
 	p := jsonScan{b: raw}
 	if !p.byte('{') {
@@ -64,11 +68,15 @@ func fastListing(raw []byte, l *volumeListing) bool {
 				}
 				switch string(key) {
 				case "id":
-					out.ID = string(v)
+					if string(v) == recordKey {
+						out.ID = recordKey
+					} else {
+						out.ID = string(v)
+					}
 				case "kind":
-					out.Kind = kind(v)
+					out.Kind = internKind(v)
 				case "fsType":
-					out.FSType = string(v)
+					out.FSType = internFSType(v)
 				default:
 					out.AttachedTo = string(v)
 				}
@@ -103,6 +111,32 @@ func fastListing(raw []byte, l *volumeListing) bool {
 	}
 	*l = out
 	return true
+}
+
+// internKind returns the kind spelled v, without allocating for the
+// known ones.
+func internKind(v []byte) kind {
+	switch string(v) {
+	case string(kindDir):
+		return kindDir
+	case string(kindBlock):
+		return kindBlock
+	case string(kindFS):
+		return kindFS
+	}
+	return kind(v)
+}
+
+// internFSType returns the filesystem type spelled v, without allocating
+// for the usual ones.
+func internFSType(v []byte) string {
+	switch string(v) {
+	case "ext4":
+		return "ext4"
+	case "xfs":
+		return "xfs"
+	}
+	return string(v)
 }
 
 // jsonScan reads JSON it expects, reporting false at anything else.

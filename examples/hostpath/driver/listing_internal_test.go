@@ -42,14 +42,19 @@ func TestVolumeListingDecodesAsEncodingJSON(t *testing.T) {
 	for _, raw := range inputs {
 		var want plain
 		wantErr := json.Unmarshal(raw, &want)
-		var got volumeListing
-		err := got.decodeRecord(raw)
-		if (err != nil) != (wantErr != nil) {
-			t.Errorf("%s: error %v, encoding/json's %v", raw, err, wantErr)
-			continue
-		}
-		if err == nil && got != volumeListing(want) {
-			t.Errorf("%s: decoded %+v, encoding/json %+v", raw, got, want)
+		// Decoded with no key, with the record's ID as its key (shared,
+		// not copied), with another key, and over a record decoded
+		// before (a walk reuses one).
+		for _, key := range []string{"", want.ID, "other"} {
+			got := volumeListing{ID: "stale", Capacity: 9, Kind: kindFS, FSType: "stale", AttachedTo: "stale"}
+			err := got.decodeRecord(key, raw)
+			if (err != nil) != (wantErr != nil) {
+				t.Errorf("%s (key %q): error %v, encoding/json's %v", raw, key, err, wantErr)
+				continue
+			}
+			if err == nil && got != volumeListing(want) {
+				t.Errorf("%s (key %q): decoded %+v, encoding/json %+v", raw, key, got, want)
+			}
 		}
 	}
 }
@@ -63,7 +68,7 @@ func BenchmarkVolumeListing(b *testing.B) {
 	b.Run("listing", func(b *testing.B) {
 		for b.Loop() {
 			var l volumeListing
-			if err := l.decodeRecord(raw); err != nil {
+			if err := l.decodeRecord("0123456789abcdef0123456789abcdef", raw); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -81,7 +81,10 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 	case kindFS:
 		// A filesystem smaller than its file (a larger copy, an expansion
 		// while staged) grows: ext4 before the mount, where it needs no
-		// CAP_SYS_RESOURCE, xfs right after it.
+		// CAP_SYS_RESOURCE, xfs right after it. An encrypted volume's
+		// file holds LUKS: its ext4 grows on the mapping, which the stage
+		// opens over the whole file (StageOptions.Grow), and its xfs
+		// after the mount, through the mapping.
 		var growMounted bool
 		if !wasStaged {
 			growMounted, err = d.growBeforeStage(ctx, &v)
@@ -94,11 +97,12 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 			err = d.mounter.Stage(ctx, mount.StageOptions{
 				Device: dev, Target: staging, FSType: v.FSType,
 				MountFlags: stageFlags(v.FSType, flags), Encryption: encryption(&v, r.GetSecrets()),
+				Grow: v.encrypted() && !wasStaged,
 			})
 			mounted = err == nil
 		}
 		if err == nil && growMounted {
-			if _, err = d.mounter.Resize(ctx, mount.ResizeOptions{Device: dev, Path: staging}); err != nil {
+			if _, err = d.mounter.Resize(ctx, mount.ResizeOptions{Device: dev, Path: staging, Encryption: encryption(&v, r.GetSecrets())}); err != nil {
 				code := status.Code(err)
 				if strings.Contains(err.Error(), "No space left on device") { // the state filesystem is full
 					code = codes.ResourceExhausted

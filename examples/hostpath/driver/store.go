@@ -134,16 +134,30 @@ func (r *records[T]) decode(key string, raw []byte) (T, error) {
 // a T, or a struct of some of T's fields, whose decoding skips the others.
 func decodeAs[L any](kv *journal.KV, key string, raw []byte) (L, error) {
 	var x L
+	err := decodeInto(kv, key, raw, &x)
+	return x, err
+}
+
+// recordDecoder is a record type with a decoder of its own.
+type recordDecoder interface {
+	decodeRecord(key string, raw []byte) error
+}
+
+// decodeInto is decodeAs into *x, which it zeroes first: a walk decodes
+// every record into one L rather than allocating one each. A decoder of
+// its own (decodeRecord) may share key's string rather than copy it.
+func decodeInto[L any](kv *journal.KV, key string, raw []byte, x *L) error {
 	var err error
-	if d, ok := any(&x).(interface{ decodeRecord([]byte) error }); ok {
-		err = d.decodeRecord(raw) // its own decoder
+	if d, ok := any(x).(recordDecoder); ok {
+		err = d.decodeRecord(key, raw) // its own decoder
 	} else {
-		err = json.Unmarshal(raw, &x)
+		*x = *new(L)
+		err = json.Unmarshal(raw, x)
 	}
 	if err != nil {
-		return x, fmt.Errorf("hostpath: load %s record %q: %w", kv, key, err)
+		return fmt.Errorf("hostpath: load %s record %q: %w", kv, key, err)
 	}
-	return x, nil
+	return nil
 }
 
 // get returns the record under id as ctx sees it: the durable one, or the
@@ -170,15 +184,17 @@ func (r *records[T]) eachAfter(after string, fn func(id string, x *T) bool) erro
 }
 
 // eachAfterAs is eachAfter decoding each record into an L: T, or a
-// struct of the fields of T the caller needs.
+// struct of the fields of T the caller needs. x is one L reused for every
+// record (fn copies what it keeps); id and the strings in x are the
+// caller's to keep.
 func eachAfterAs[L, T any](r *records[T], after string, fn func(id string, x *L) bool) error {
 	errStop := errors.New("stop")
+	x := new(L)
 	err := r.kv.ForEachAfter(after, func(k string, v []byte) error {
-		x, err := decodeAs[L](r.kv, k, v)
-		if err != nil {
+		if err := decodeInto(r.kv, k, v, x); err != nil {
 			return err
 		}
-		if !fn(k, &x) {
+		if !fn(k, x) {
 			return errStop
 		}
 		return nil

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,17 +153,18 @@ func blocklistExpiry(t *testing.T, c cephtest.Cluster, addr string) (string, boo
 
 // TestFenceRenewal: a fence's blocklist entries outlive their expiry
 // while the node stays fenced. A controller fences a made-up client with
-// an 8 s expiry and stops; a restarted one, which serves no request but
-// has standing credentials, runs RenewFences, which finds the fence and
-// renews it before it lapses: three expiries later the entry is still
-// listed, with a later expiry, and the record's time follows. (Ceph
+// a 12 s expiry and stops; two restarted replicas, which serve no
+// request but have standing credentials, run RenewFences side by side,
+// find the fence and renew it before it lapses, one replica per renewal:
+// three expiries later the entry is still listed, with a later expiry,
+// and the record's time follows. (Ceph
 // cannot extend an entry: a renewal removes and re-adds it, so for one
 // OSD map epoch it is not listed; the driver logs how long.) Stopping
 // the loop's context ends it; Unfence then lifts the renewed fence.
 func TestFenceRenewal(t *testing.T) {
 	c := cephtest.Require(t)
 	ctx := context.Background()
-	const expiry = 8 * time.Second
+	const expiry = 12 * time.Second
 	ctl := newDriver(t, c, driver.Options{FenceExpiry: expiry})
 	vol := blockVolume(t, ctl, c, nil)
 	t.Cleanup(func() {
@@ -184,16 +186,21 @@ func TestFenceRenewal(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var log bytes.Buffer // written by the loop; read once it stopped
-	logger := slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	ctl2 := newDriver(t, c, driver.Options{FenceExpiry: expiry, SecretsDir: secretsDir(t, c), Logger: logger}) // restarted
+	// Two controller replicas, restarted, renew side by side.
+	var log syncBuffer // written by the loops; read once they stopped
+	logger := slog.New(slog.NewJSONHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	secrets := secretsDir(t, c)
+	ctl2 := newDriver(t, c, driver.Options{FenceExpiry: expiry, SecretsDir: secrets, Logger: logger.With("replica", 2)})
+	ctl3 := newDriver(t, c, driver.Options{FenceExpiry: expiry, SecretsDir: secrets, Logger: logger.With("replica", 3)})
 	lctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
+	done := make(chan error, 2)
 	go func() { done <- ctl2.RenewFences(lctx) }()
+	go func() { done <- ctl3.RenewFences(lctx) }()
 	stopped := false
 	t.Cleanup(func() {
 		if !stopped {
 			stop()
+			<-done
 			<-done
 		}
 	})
@@ -216,23 +223,38 @@ func TestFenceRenewal(t *testing.T) {
 	}
 	t.Logf("blocklist expiry of %s: %s at the fence, %s three expiries later", addr, first, last)
 	stop()
-	select {
-	case err := <-done:
-		stopped = true
-		if err != nil {
-			t.Fatalf("RenewFences after its context ended: %v", err)
+	for range 2 {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("RenewFences after its context ended: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("RenewFences still runs 10 s after its context ended")
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("RenewFences still runs 10 s after its context ended")
 	}
-	renewals := 0
+	stopped = true
+	// One renewer per renewal: a renewal moves the expiry a full expiry
+	// ahead and the next is due only with half of it left, so two
+	// renewals less than a quarter expiry apart are two replicas
+	// renewing the same fence, each opening a moment without the entry.
+	var times []time.Time
 	for _, l := range strings.Split(log.String(), "\n") {
-		if strings.Contains(l, "renewed a fence") {
-			renewals++
-			t.Log(l)
+		var e struct {
+			Time    time.Time `json:"time"`
+			Msg     string    `json:"msg"`
+			Replica int       `json:"replica"`
 		}
+		if json.Unmarshal([]byte(l), &e) != nil || !strings.HasPrefix(e.Msg, "renewing a fence") {
+			continue
+		}
+		t.Logf("replica %d renews at %s", e.Replica, e.Time.Format(time.StampMilli))
+		if n := len(times); n > 0 && e.Time.Sub(times[n-1]) < expiry/4 {
+			t.Errorf("renewed %v after the previous renewal: two replicas renewed one fence", e.Time.Sub(times[n-1]))
+		}
+		times = append(times, e.Time)
 	}
-	if renewals == 0 {
+	if len(times) == 0 {
 		t.Fatalf("no renewal logged:\n%s", log.String())
 	}
 	if strings.Contains(log.String(), c.Key) {
@@ -244,4 +266,22 @@ func TestFenceRenewal(t *testing.T) {
 	if _, ok := blocklistExpiry(t, c, addr); ok {
 		t.Fatalf("%s still blocklisted after Unfence", addr)
 	}
+}
+
+// syncBuffer is a bytes.Buffer for several writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -49,11 +49,13 @@ type stageRecordCeph struct {
 	Since time.Time `json:"since"`
 }
 
-// fenceRecord is a fence/<node> value.
+// fenceRecord is a fence/<node> value. Renewing is set while a renewer
+// (RenewFences) removes and re-adds the entries.
 type fenceRecord struct {
-	Addrs []string  `json:"addrs"`
-	At    time.Time `json:"at"`
-	Until time.Time `json:"until"`
+	Addrs    []string   `json:"addrs"`
+	At       time.Time  `json:"at"`
+	Until    time.Time  `json:"until"`
+	Renewing *time.Time `json:"renewing,omitempty"`
 }
 
 // covers reports whether the fence is in force for every one of addrs.

@@ -142,20 +142,35 @@ func (d *Driver) renewPool(ctx context.Context, conn *rados.Conn, pool string) (
 	return n, true, errors.Join(errs...)
 }
 
-// renewObject renews the fences of one access object that are due.
+// renewObject renews the fences of one access object that are due. Each
+// renewal is claimed first (the record's renewing time, written onto the
+// version read), so that of several renewers (controller replicas) one
+// removes and re-adds the entries: two would each open a moment without
+// them. A claim older than renewClaim is taken over (its renewer died).
 func (d *Driver) renewObject(ctx context.Context, conn *rados.Conn, io *rados.IOContext, pool, oid string) (int, error) {
 	fences, ver, err := readFences(io, oid)
 	if err != nil || len(fences) == 0 {
 		return 0, err
 	}
 	expiry := d.opts.FenceExpiry
-	now := time.Now()
+	claimFor := min(time.Minute+4*d.opts.OpTimeout, expiry/4)
 	renewed := 0
 	for _, node := range nodes(fences) {
 		f := fences[node]
-		if f.Until.Sub(now) >= expiry/2 {
+		now := time.Now()
+		if f.Until.Sub(now) >= expiry/2 || (f.Renewing != nil && now.Sub(*f.Renewing) < claimFor) {
 			continue
 		}
+		f.Renewing = &now
+		switch v, err := writeFence(io, oid, node, f, ver); {
+		case raced(err):
+			return renewed, nil // another renewer, or a fence or unfence: next tick
+		case err != nil:
+			return renewed, err
+		default:
+			ver = v
+		}
+		d.opts.Logger.DebugContext(ctx, "renewing a fence: its blocklist entries are removed and added back", "pool", pool, "object", oid, "node", node, "clients", f.Addrs)
 		var gap time.Duration
 		for _, addr := range f.Addrs {
 			// rm and add are two proposals, so two epochs: an rm and an
@@ -173,24 +188,12 @@ func (d *Driver) renewObject(ctx context.Context, conn *rados.Conn, io *rados.IO
 		if err := conn.WaitForLatestOSDMap(); err != nil {
 			return renewed, backendError(err, "wait for the OSD map with the renewed blocklist")
 		}
-		f.Until = time.Now().Add(expiry)
-		b, err := json.Marshal(f)
-		if err != nil {
-			return renewed, err
-		}
-		// Only onto the record read: an Unfence since then removed the
-		// record and the entries, and the entries just added go too.
-		op := rados.CreateWriteOp()
-		op.AssertVersion(ver)
-		op.SetOmap(map[string][]byte{fenceKey + node: b})
-		err = op.Operate(io, oid, rados.OperationNoFlag)
-		op.Release()
-		if err != nil && cephErrno(err) != 34 && cephErrno(err) != 75 { // ERANGE, EOVERFLOW: another version
-			return renewed, backendError(err, "record the renewed fence of node "+node+" in "+oid)
-		}
-		if err != nil {
-			now, _, rerr := readFences(io, oid)
-			if rerr == nil {
+		f.Until, f.Renewing = time.Now().Add(expiry), nil
+		// Only onto the claimed record: an Unfence since then removed
+		// the record and the entries, and the entries just added go too.
+		v, err := writeFence(io, oid, node, f, ver)
+		if raced(err) {
+			if now, _, rerr := readFences(io, oid); rerr == nil {
 				if _, still := now[node]; !still {
 					for _, addr := range f.Addrs {
 						_ = blocklist(conn, "rm", addr, 0)
@@ -198,16 +201,50 @@ func (d *Driver) renewObject(ctx context.Context, conn *rados.Conn, io *rados.IO
 					continue
 				}
 			}
-			// Another write came between: the entries are renewed; the
-			// record's time is, at the next tick.
-			d.opts.Logger.DebugContext(ctx, "fence renewal: the access object changed meanwhile", "pool", pool, "object", oid, "error", err)
+			// A fence of the node meanwhile (new clients): the entries
+			// are renewed; the record is, once its claim is stale.
+			d.opts.Logger.DebugContext(ctx, "fence renewal: the access object changed meanwhile", "pool", pool, "object", oid)
 			return renewed + 1, nil
 		}
-		ver, _ = io.GetLastVersion()
+		if err != nil {
+			return renewed, err
+		}
+		ver = v
 		renewed++
 		d.opts.Logger.InfoContext(ctx, "renewed a fence", "pool", pool, "object", oid, "node", node, "clients", f.Addrs, "until", f.Until, "unlisted_for", gap)
 	}
 	return renewed, nil
+}
+
+// writeFence writes node's fence record f into access object oid if the
+// object is still at version ver, and returns the new version.
+func writeFence(io *rados.IOContext, oid, node string, f fenceRecord, ver uint64) (uint64, error) {
+	b, err := json.Marshal(f)
+	if err != nil {
+		return 0, err
+	}
+	op := rados.CreateWriteOp()
+	defer op.Release()
+	op.AssertVersion(ver)
+	op.SetOmap(map[string][]byte{fenceKey + node: b})
+	if err := op.Operate(io, oid, rados.OperationNoFlag); err != nil {
+		if raced(err) {
+			return 0, err
+		}
+		return 0, backendError(err, "record the fence of node "+node+" in "+oid)
+	}
+	v, err := io.GetLastVersion()
+	if err != nil {
+		return 0, backendError(err, "version of access object "+oid)
+	}
+	return v, nil
+}
+
+// raced reports whether err is a failed version assertion: the object
+// was written since it was read (ERANGE, or EOVERFLOW for an older one).
+func raced(err error) bool {
+	n := cephErrno(err)
+	return n == 34 || n == 75
 }
 
 // readFences reads the fence/<node> records of access object oid and the

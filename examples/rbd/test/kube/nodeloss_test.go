@@ -536,31 +536,32 @@ func readBounded(file string, d time.Duration) (string, error) {
 // fuseDaemons returns the PIDs of the rbd-fuse processes whose command
 // line names dir (a node's state directory): that node's mappings only.
 func fuseDaemons(dir string) []int {
-	var pids []int
-	procs, _ := filepath.Glob("/proc/[0-9]*")
-	for _, p := range procs {
-		comm, err := os.ReadFile(filepath.Join(p, "comm"))
+	return hostPIDs(func(proc string) bool {
+		comm, err := os.ReadFile(filepath.Join(proc, "comm"))
 		if err != nil || strings.TrimSpace(string(comm)) != "rbd-fuse" {
-			continue
+			return false
 		}
-		cmd, _ := os.ReadFile(filepath.Join(p, "cmdline"))
-		if strings.Contains(string(cmd), dir+"/") {
-			if pid, err := strconv.Atoi(filepath.Base(p)); err == nil {
-				pids = append(pids, pid)
-			}
-		}
-	}
-	return pids
+		cmd, _ := os.ReadFile(filepath.Join(proc, "cmdline"))
+		return strings.Contains(string(cmd), dir+"/")
+	})
 }
 
 // podProcesses returns the PIDs of the host's processes whose environment
 // holds POD_UID=uid: the stamp writer of that pod and its children.
 func podProcesses(uid string) []int {
+	return hostPIDs(func(proc string) bool {
+		env, err := os.ReadFile(filepath.Join(proc, "environ"))
+		return err == nil && slices.Contains(strings.Split(string(env), "\x00"), "POD_UID="+uid)
+	})
+}
+
+// hostPIDs returns the PIDs of the host's processes that match, given
+// the process's /proc/<pid> directory.
+func hostPIDs(match func(proc string) bool) []int {
 	var pids []int
 	procs, _ := filepath.Glob("/proc/[0-9]*")
 	for _, p := range procs {
-		env, err := os.ReadFile(filepath.Join(p, "environ"))
-		if err != nil || !slices.Contains(strings.Split(string(env), "\x00"), "POD_UID="+uid) {
+		if !match(p) {
 			continue
 		}
 		if pid, err := strconv.Atoi(filepath.Base(p)); err == nil {
