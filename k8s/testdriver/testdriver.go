@@ -98,7 +98,9 @@ type Options struct {
 	NoExec bool
 	// StorageCapacity says external-provisioner publishes
 	// CSIStorageCapacity objects (--enable-capacity; default: whether
-	// GET_CAPACITY is advertised).
+	// GET_CAPACITY is advertised). For a StorageClass binding Immediately
+	// it publishes them only with --capacity-for-immediate-binding; the
+	// suite's capacity case fails without.
 	StorageCapacity *bool
 	// MountOptions are mount options the driver's volumes take (the
 	// suite's SupportedMountOption: its mount-options case puts them in a

@@ -39,8 +39,8 @@ var e2eEnvSkips = []struct{ spec, reason string }{
 		"growing a mounted ext4 (resize2fs, EXT4_IOC_RESIZE_FS) needs CAP_SYS_RESOURCE, which this sandbox denies even to " +
 			"privileged containers (NodeExpandVolume: \"Permission denied to resize filesystem\"); the block pattern of the same " +
 			"spec runs, and an ext4 grown while unstaged grows at NodeStageVolume (TestStageGrowsExpandedExt4)"},
-	{"[Testpattern: Generic Ephemeral-volume (default fs) (late-binding)] ephemeral should support expansion of pvcs created for ephemeral pvcs",
-		"it grows the volume while its pod runs: resize2fs on the mounted ext4 needs CAP_SYS_RESOURCE, which this sandbox denies " +
+	{"ephemeral should support expansion of pvcs created for ephemeral pvcs",
+		"both generic ephemeral patterns (immediate and late binding) grow the volume while its pod runs: resize2fs on the mounted ext4 needs CAP_SYS_RESOURCE, which this sandbox denies " +
 			"(NodeExpandVolume: \"Permission denied to resize filesystem\"), as for volume-expand's online case above"},
 }
 
