@@ -173,28 +173,83 @@ func journalErr(err error, what string) error { return backendError(err, "journa
 
 // readOmap returns an object's omap, or ok=false if the object is missing.
 func readOmap(io *rados.IOContext, oid string) (map[string][]byte, bool, error) {
-	op := rados.CreateReadOp()
-	defer op.Release()
-	op.AssertExists()
-	step := op.GetOmapValues("", "", 16)
-	if err := op.Operate(io, oid, rados.OperationNoFlag); err != nil {
-		if errors.Is(err, rados.ErrNotFound) {
-			return nil, false, nil
+	m, _, ok, err := readOmapPrefix(io, oid, "")
+	return m, ok, err
+}
+
+// omapPage is how many omap entries one read returns. An object with more
+// (the access object of a volume staged on many nodes) is read in pages.
+const omapPage = 512
+
+// omapRereads bounds how often readOmapPrefix starts over because the
+// object was written between two of its pages.
+const omapRereads = 8
+
+// readOmapPrefix returns the omap entries of oid whose keys start with
+// prefix ("": all), all of one version of the object, and that version;
+// ok=false if the object is missing. The first read covers an object of up
+// to omapPage entries in one step, as before; a larger one is read on
+// from the last key returned, each further page asserting the version the
+// first one saw, and read again from the start if it was written
+// meanwhile, so the result is never a mix of two versions.
+func readOmapPrefix(io *rados.IOContext, oid, prefix string) (map[string][]byte, uint64, bool, error) {
+	for range omapRereads {
+		m, ver, ok, again, err := readOmapOnce(io, oid, prefix)
+		if !again {
+			return m, ver, ok, err
 		}
-		return nil, false, err
 	}
-	out := map[string][]byte{}
-	for {
-		kv, err := step.Next()
+	return nil, 0, false, status.Errorf(codes.Aborted, "omap of %s changed while it was read, %d times over; retry", oid, omapRereads)
+}
+
+// readOmapOnce is one attempt of readOmapPrefix; again reports that the
+// object changed between two pages.
+func readOmapOnce(io *rados.IOContext, oid, prefix string) (out map[string][]byte, ver uint64, ok, again bool, err error) {
+	out = map[string][]byte{}
+	after := ""
+	for first := true; ; first = false {
+		op := rados.CreateReadOp()
+		if first {
+			op.AssertExists()
+		} else {
+			op.AssertVersion(ver)
+		}
+		step := op.GetOmapValues(after, prefix, omapPage)
+		err := op.Operate(io, oid, rados.OperationNoFlag)
 		if err != nil {
-			return nil, false, err
+			op.Release()
+			switch {
+			case first && errors.Is(err, rados.ErrNotFound):
+				return nil, 0, false, false, nil
+			case !first && (raced(err) || errors.Is(err, rados.ErrNotFound)):
+				return nil, 0, false, true, nil
+			}
+			return nil, 0, false, false, err
 		}
-		if kv == nil {
-			break
+		if first {
+			if ver, err = io.GetLastVersion(); err != nil {
+				op.Release()
+				return nil, 0, false, false, err
+			}
 		}
-		out[kv.Key] = kv.Value
+		for {
+			kv, err := step.Next()
+			if err != nil {
+				op.Release()
+				return nil, 0, false, false, err
+			}
+			if kv == nil {
+				break
+			}
+			out[kv.Key] = kv.Value
+			after = kv.Key
+		}
+		more := step.More()
+		op.Release()
+		if !more {
+			return out, ver, true, false, nil
+		}
 	}
-	return out, true, nil
 }
 
 // createWithOmap creates oid exclusively with the given omap, atomically.

@@ -250,34 +250,20 @@ func raced(err error) bool {
 // readFences reads the fence/<node> records of access object oid and the
 // object's version.
 func readFences(io *rados.IOContext, oid string) (map[string]fenceRecord, uint64, error) {
-	op := rados.CreateReadOp()
-	defer op.Release()
-	op.AssertExists()
-	step := op.GetOmapValues("", fenceKey, 1000)
-	if err := op.Operate(io, oid, rados.OperationNoFlag); err != nil {
-		if errors.Is(err, rados.ErrNotFound) {
-			return nil, 0, nil
-		}
+	m, ver, ok, err := readOmapPrefix(io, oid, fenceKey)
+	if err != nil {
 		return nil, 0, backendError(err, "read access object "+oid)
 	}
-	ver, err := io.GetLastVersion()
-	if err != nil {
-		return nil, 0, backendError(err, "version of access object "+oid)
+	if !ok {
+		return nil, 0, nil
 	}
 	out := map[string]fenceRecord{}
-	for {
-		kv, err := step.Next()
-		if err != nil {
-			return nil, 0, backendError(err, "read access object "+oid)
-		}
-		if kv == nil {
-			break
-		}
+	for k, v := range m {
 		var f fenceRecord
-		if err := json.Unmarshal(kv.Value, &f); err != nil {
+		if err := json.Unmarshal(v, &f); err != nil {
 			continue
 		}
-		out[strings.TrimPrefix(kv.Key, fenceKey)] = f
+		out[strings.TrimPrefix(k, fenceKey)] = f
 	}
 	return out, ver, nil
 }
