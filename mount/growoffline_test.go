@@ -481,7 +481,10 @@ func TestGrowOfflineScripted(t *testing.T) {
 }
 
 // killResize2fs runs resize2fs args and kills it (SIGKILL: the node's OOM
-// killer, a crash) once it has written 5 MiB into img.
+// killer, a crash) once it has written 1 MiB into img. It lets resize2fs
+// run in slices of about a millisecond (SIGCONT, SIGSTOP) and looks at
+// img between them, so that on a loaded machine, where a poll may come
+// late, the kill still lands part way rather than after the last write.
 func killResize2fs(t *testing.T, img string, args ...string) error {
 	t.Helper()
 	var st unix.Stat_t
@@ -492,22 +495,51 @@ func killResize2fs(t *testing.T, img string, args ...string) error {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	pid := cmd.Process.Pid
+	_ = unix.Kill(pid, unix.SIGSTOP)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
 	for {
+		waitStopped(t, pid, done)
 		var now unix.Stat_t
-		if unix.Stat(img, &now) == nil && now.Blocks > st.Blocks+10240 {
-			cmd.Process.Kill()
+		if unix.Stat(img, &now) == nil && now.Blocks > st.Blocks+2048 {
+			_ = unix.Kill(pid, unix.SIGKILL)
 			break
 		}
-		if cmd.ProcessState != nil {
-			break
+		_ = unix.Kill(pid, unix.SIGCONT)
+		select {
+		case err := <-done:
+			if err == nil {
+				t.Fatal("resize2fs finished before it wrote 1 MiB: the test did not kill it")
+			}
+			return err
+		case <-time.After(time.Millisecond):
 		}
-		time.Sleep(2 * time.Millisecond)
+		_ = unix.Kill(pid, unix.SIGSTOP)
 	}
-	err := cmd.Wait()
+	err := <-done
 	if err == nil {
-		t.Fatal("resize2fs finished before it wrote 5 MiB: the test did not kill it")
+		t.Fatal("resize2fs finished although it was killed")
 	}
 	return err
+}
+
+// waitStopped waits until process pid is stopped (state T in
+// /proc/PID/stat) or has exited.
+func waitStopped(t *testing.T, pid int, done chan error) {
+	t.Helper()
+	for range 5000 {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return // reaped
+		}
+		// The state follows the command name in parentheses.
+		if i := strings.LastIndexByte(string(b), ')'); i > 0 && len(b) > i+2 && (b[i+2] == 'T' || b[i+2] == 'Z') {
+			return
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	t.Fatalf("resize2fs (pid %d) did not stop", pid)
 }
 
 // TestGrowOfflineKilledWithUndo: resize2fs killed part way growing a file
