@@ -152,16 +152,8 @@ func TestGrowOffline(t *testing.T) {
 		if err := os.Truncate(img, 96<<20); err != nil {
 			t.Fatal(err)
 		}
-		dev, err := block.AttachLoop(ctx, img, block.LoopOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := block.DetachLoop(context.Background(), dev); err != nil {
-				t.Errorf("DetachLoop(%s): %v", dev, err)
-			}
-		})
-		_, err = m.GrowOffline(ctx, mount.GrowOfflineOptions{Path: img})
+		dev := attachLoop(t, img)
+		_, err := m.GrowOffline(ctx, mount.GrowOfflineOptions{Path: img})
 		wantCode(t, err, codes.FailedPrecondition)
 		if !strings.Contains(err.Error(), dev) {
 			t.Errorf("error %q does not name %s", err, dev)
@@ -297,18 +289,10 @@ func TestGrowOfflineFullDisk(t *testing.T) {
 	checkImage(t, img)
 
 	t.Run("stage", func(t *testing.T) {
-		dev, err := block.AttachLoop(ctx, img, block.LoopOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := block.DetachLoop(context.Background(), dev); err != nil {
-				t.Errorf("DetachLoop(%s): %v", dev, err)
-			}
-		})
+		dev := attachLoop(t, img)
 		staging := filepath.Join(t.TempDir(), "staging")
 		cleanupMounts(t, staging)
-		err = m.Stage(ctx, mount.StageOptions{Device: dev, Target: staging, Grow: true})
+		err := m.Stage(ctx, mount.StageOptions{Device: dev, Target: staging, Grow: true})
 		wantCode(t, err, codes.ResourceExhausted)
 		t.Log(err)
 		if mounted(staging) {
@@ -405,19 +389,11 @@ func TestStageFormatFullDisk(t *testing.T) {
 	if err := os.Truncate(img, 64<<20); err != nil {
 		t.Fatal(err)
 	}
-	dev, err := block.AttachLoop(ctx, img, block.LoopOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := block.DetachLoop(context.Background(), dev); err != nil {
-			t.Errorf("DetachLoop(%s): %v", dev, err)
-		}
-	})
+	dev := attachLoop(t, img)
 	fill(t, dir)
 	staging := filepath.Join(t.TempDir(), "staging")
 	cleanupMounts(t, staging)
-	err = mount.New(mount.Options{}).Stage(ctx, mount.StageOptions{Device: dev, Target: staging})
+	err := mount.New(mount.Options{}).Stage(ctx, mount.StageOptions{Device: dev, Target: staging})
 	wantCode(t, err, codes.ResourceExhausted)
 	t.Log(err)
 	if !strings.Contains(err.Error(), "full") || !strings.Contains(err.Error(), dir) {

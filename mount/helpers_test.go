@@ -57,6 +57,13 @@ func loopDevice(t testing.TB, size int64) (dev, file string) {
 	if err := os.Truncate(file, size); err != nil {
 		t.Fatal(err)
 	}
+	return attachLoop(t, file), file
+}
+
+// attachLoop attaches a loop device to file and detaches it when the test
+// ends.
+func attachLoop(t testing.TB, file string) string {
+	t.Helper()
 	dev, err := block.AttachLoop(context.Background(), file, block.LoopOptions{})
 	if err != nil {
 		t.Fatalf("AttachLoop: %v", err)
@@ -66,7 +73,7 @@ func loopDevice(t testing.TB, size int64) (dev, file string) {
 			t.Errorf("DetachLoop(%s): %v", dev, err)
 		}
 	})
-	return dev, file
+	return dev
 }
 
 // cleanupMounts unmounts anything left on the paths when the test ends,
