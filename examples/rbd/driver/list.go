@@ -175,6 +175,27 @@ func (d *Driver) poolVolumes(ctx context.Context, p seenPool, id int64, startKey
 		vol     volumeID
 		imageID string
 	}
+	// The sizes the driver recorded (sizesObject) are read alongside:
+	// one chunk from the same start, in flight with the directory read.
+	jio, jdone, err := d.conns.IOContext(ctx, p.creds, p.pool, JournalNamespace)
+	if err != nil {
+		return nil, err
+	}
+	defer jdone()
+	sizeChunk := int64(1000)
+	if want > 0 {
+		sizeChunk = int64(want)
+	}
+	sizes := map[string]int64{}
+	var sizesAfter string
+	var sizesRead int
+	var sizesErr error
+	sizesDone := make(chan struct{})
+	go func() {
+		defer close(sizesDone)
+		sizesAfter, sizesRead, sizesErr = sizesChunk(jio, imageFromDirKey(startKey), sizeChunk, sizes)
+	}()
+	defer func() { <-sizesDone }()
 	var found []entry
 	for after := startKey; want == 0 || len(found) < want; {
 		chunk := int64(1000)
@@ -205,16 +226,16 @@ func (d *Driver) poolVolumes(ctx context.Context, p seenPool, id int64, startKey
 	if len(found) == 0 {
 		return out, nil
 	}
-	// The sizes the driver recorded, in one read; the headers of the
-	// volumes without one (made by older versions), several at a time.
-	jio, jdone, err := d.conns.IOContext(ctx, p.creds, p.pool, JournalNamespace)
-	if err != nil {
-		return nil, err
+	// The recorded sizes the first chunk did not reach (stale records
+	// in the range, or a listing of more than a chunk); then the headers
+	// of the volumes without one (made by older versions), several at a
+	// time.
+	<-sizesDone
+	if sizesErr == nil && sizesRead > 0 {
+		sizesErr = moreSizes(jio, sizesAfter, found[len(found)-1].vol.image(), sizeChunk, sizes)
 	}
-	sizes, err := recordedSizes(jio, imageFromDirKey(startKey), found[len(found)-1].vol.image(), int64(len(found)))
-	jdone()
-	if err != nil {
-		return nil, backendError(err, "journal: read the sizes of pool "+p.pool)
+	if sizesErr != nil {
+		return nil, backendError(sizesErr, "journal: read the sizes of pool "+p.pool)
 	}
 	var missing []int
 	for i, e := range found {

@@ -47,35 +47,35 @@ func (d *Driver) forgetSize(ctx context.Context, creds Credentials, pool, image 
 	return nil
 }
 
-// recordedSizes returns the recorded sizes of the images whose names sort
-// after startAfter, up to and including last, in
-// several reads of at most chunk keys.
-func recordedSizes(io *rados.IOContext, startAfter, last string, chunk int64) (map[string]int64, error) {
-	out := map[string]int64{}
-	chunk = max(1, min(chunk, 1000))
-	for after := startAfter; ; {
-		n, past := 0, false
-		err := io.ListOmapValues(sizesObject, after, imagePrefix, chunk, func(k string, v []byte) {
-			n++
-			after = k
-			if k > last {
-				past = true
-				return
-			}
-			if s, err := strconv.ParseInt(string(v), 10, 64); err == nil && s >= 0 {
-				out[k] = s
-			}
-		})
-		if errors.Is(err, rados.ErrNotFound) {
-			return out, nil // no size recorded in the pool yet
+// sizesChunk adds to out up to chunk recorded sizes, of the images whose
+// names sort after startAfter, with one read; it returns the last key
+// read and how many keys it read.
+func sizesChunk(io *rados.IOContext, startAfter string, chunk int64, out map[string]int64) (string, int, error) {
+	n, after := 0, startAfter
+	err := io.ListOmapValues(sizesObject, startAfter, imagePrefix, max(1, min(chunk, 1000)), func(k string, v []byte) {
+		n++
+		after = k
+		if s, err := strconv.ParseInt(string(v), 10, 64); err == nil && s >= 0 {
+			out[k] = s
 		}
-		if err != nil {
-			return nil, err
-		}
-		if n == 0 || past {
-			return out, nil
+	})
+	if errors.Is(err, rados.ErrNotFound) {
+		return after, 0, nil // no size recorded in the pool yet
+	}
+	return after, n, err
+}
+
+// moreSizes adds to out the recorded sizes of the images whose names sort
+// after startAfter, up to last, in reads of at most chunk keys.
+func moreSizes(io *rados.IOContext, startAfter, last string, chunk int64, out map[string]int64) error {
+	for after := startAfter; after < last; {
+		var n int
+		var err error
+		if after, n, err = sizesChunk(io, after, chunk, out); err != nil || n == 0 {
+			return err
 		}
 	}
+	return nil
 }
 
 // imageFromDirKey is the image name of an rbd_directory key (or of a
