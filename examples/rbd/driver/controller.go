@@ -265,6 +265,11 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 	if req := r.GetCapacityRange().GetRequiredBytes(); size < req {
 		return nil, status.Errorf(codes.AlreadyExists, "volume %s exists with %d bytes, less than the required %d", id, size, req)
 	}
+	// Recorded before the create is committed (a retry records it
+	// again): ListVolumes reports it without reading the image header.
+	if err := d.recordSize(ctx, creds, pool, id.image(), size); err != nil {
+		return nil, err
+	}
 	vol := &csi.Volume{
 		VolumeId: id.String(), CapacityBytes: size, ContentSource: src,
 		VolumeContext: map[string]string{"pool": pool, "imageName": id.image()},
@@ -710,7 +715,7 @@ func (d *Driver) DeleteVolume(ctx context.Context, r *csi.DeleteVolumeRequest) (
 	}
 	ctx, cancel := d.opCtx(ctx)
 	defer cancel()
-	io, _, done, err := d.volumeIO(ctx, creds, id.pool)
+	io, pool, done, err := d.volumeIO(ctx, creds, id.pool)
 	if status.Code(err) == codes.NotFound {
 		return &csi.DeleteVolumeResponse{}, nil
 	}
@@ -719,6 +724,11 @@ func (d *Driver) DeleteVolume(ctx context.Context, r *csi.DeleteVolumeRequest) (
 	}
 	defer done()
 	var parent string
+	// The recorded size goes first: a volume whose image outlives it
+	// (a failed or refused remove) is listed with its header's size.
+	if err := d.forgetSize(ctx, creds, pool, id.image()); err != nil {
+		return nil, err
+	}
 	if id.clone { // only clones can have a hidden parent to reap afterwards
 		img, err := rbd.OpenImageReadOnly(io, id.image(), rbd.NoSnapshot)
 		if errors.Is(err, rbd.ErrNotFound) {
@@ -861,7 +871,23 @@ func (d *Driver) openVolume(ctx context.Context, volumeID string, secrets map[st
 	return img, func() { _ = img.Close(); done() }, nil
 }
 
-// ControllerExpandVolume grows the image.
+// recordExpanded records size as the provisioned size of r's volume.
+func (d *Driver) recordExpanded(ctx context.Context, r *csi.ControllerExpandVolumeRequest, size int64) error {
+	id, _ := parseVolumeID(r.GetVolumeId()) // openVolume parsed it
+	creds, err := CredentialsFromSecrets(r.GetSecrets())
+	if err != nil {
+		return err
+	}
+	_, pool, done, err := d.volumeIO(ctx, creds, id.pool)
+	if err != nil {
+		return err
+	}
+	done()
+	return d.recordSize(ctx, creds, pool, id.image(), size)
+}
+
+// ControllerExpandVolume grows the image and records its new size in the
+// journal (ListVolumes reports it).
 func (d *Driver) ControllerExpandVolume(ctx context.Context, r *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
 	ctx, cancel := d.opCtx(ctx)
 	defer cancel()
@@ -883,6 +909,11 @@ func (d *Driver) ControllerExpandVolume(ctx context.Context, r *csi.ControllerEx
 			return nil, backendError(err, "resize image")
 		}
 		cur = uint64(size)
+	}
+	// ListVolumes reports the recorded size: record what the image has
+	// now (a retry after a failed record records it again).
+	if err := d.recordExpanded(ctx, r, int64(cur)); err != nil {
+		return nil, err
 	}
 	block := r.GetVolumeCapability().GetBlock() != nil
 	// A block volume needs the node only when it is encrypted: its

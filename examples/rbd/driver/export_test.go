@@ -25,3 +25,6 @@ func ReadFenceNodes(io *rados.IOContext, oid string) ([]string, error) {
 	}
 	return nodes, err
 }
+
+// SizesObject is sizesObject: the journal object recording volume sizes.
+const SizesObject = sizesObject

@@ -73,9 +73,11 @@ func paginate[T any](s []T, key func(T) string, tok string, max int32) ([]T, str
 // by ID; the token is the ID to continue from. A page costs what its
 // entries cost, wherever it starts: each pool's volumes are read from
 // librbd's directory object (rbd_directory, whose omap keys
-// "name_<image>" are sorted) from the token on, and each entry's size from
-// its image header's omap (one read, several at a time), not by opening
-// the image.
+// "name_<image>" are sorted) from the token on, and each entry's size is
+// the one the driver recorded in the journal at create or expand
+// (sizesObject, one read per page); a volume without one (made by an
+// older version) has its size read from its image header's omap (one
+// read, several at a time), not by opening the image.
 func (d *Driver) ListVolumes(ctx context.Context, r *csi.ListVolumesRequest) (*csi.ListVolumesResponse, error) {
 	tok := r.GetStartingToken()
 	var from volumeID
@@ -162,7 +164,7 @@ const listWorkers = 16
 
 // poolVolumes returns up to want (0: all) of the volumes in pool p (ID
 // id) whose rbd_directory key sorts after startKey, in order, with their
-// sizes.
+// sizes (recorded, else from the header).
 func (d *Driver) poolVolumes(ctx context.Context, p seenPool, id int64, startKey string, want int) ([]*csi.Volume, error) {
 	io, done, err := d.conns.IOContext(ctx, p.creds, p.pool, "")
 	if err != nil {
@@ -173,6 +175,27 @@ func (d *Driver) poolVolumes(ctx context.Context, p seenPool, id int64, startKey
 		vol     volumeID
 		imageID string
 	}
+	// The sizes the driver recorded (sizesObject) are read alongside:
+	// one chunk from the same start, in flight with the directory read.
+	jio, jdone, err := d.conns.IOContext(ctx, p.creds, p.pool, JournalNamespace)
+	if err != nil {
+		return nil, err
+	}
+	defer jdone()
+	sizeChunk := int64(1000)
+	if want > 0 {
+		sizeChunk = int64(want)
+	}
+	sizes := map[string]int64{}
+	var sizesAfter string
+	var sizesRead int
+	var sizesErr error
+	sizesDone := make(chan struct{})
+	go func() {
+		defer close(sizesDone)
+		sizesAfter, sizesRead, sizesErr = sizesChunk(jio, imageFromDirKey(startKey), sizeChunk, sizes)
+	}()
+	defer func() { <-sizesDone }()
 	var found []entry
 	for after := startKey; want == 0 || len(found) < want; {
 		chunk := int64(1000)
@@ -200,15 +223,38 @@ func (d *Driver) poolVolumes(ctx context.Context, p seenPool, id int64, startKey
 		}
 	}
 	out := make([]*csi.Volume, len(found))
+	if len(found) == 0 {
+		return out, nil
+	}
+	// The recorded sizes the first chunk did not reach (stale records
+	// in the range, or a listing of more than a chunk); then the headers
+	// of the volumes without one (made by older versions), several at a
+	// time.
+	<-sizesDone
+	if sizesErr == nil && sizesRead > 0 {
+		sizesErr = moreSizes(jio, sizesAfter, found[len(found)-1].vol.image(), sizeChunk, sizes)
+	}
+	if sizesErr != nil {
+		return nil, backendError(sizesErr, "journal: read the sizes of pool "+p.pool)
+	}
+	var missing []int
+	for i, e := range found {
+		out[i] = &csi.Volume{VolumeId: e.vol.String()}
+		if s, ok := sizes[e.vol.image()]; ok {
+			out[i].CapacityBytes = s
+		} else {
+			missing = append(missing, i)
+		}
+	}
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	for w := 0; w < min(listWorkers, len(found)); w++ {
+	for w := 0; w < min(listWorkers, len(missing)); w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := int(next.Add(1)) - 1; i < len(found); i = int(next.Add(1)) - 1 {
-				e := found[i]
-				out[i] = &csi.Volume{VolumeId: e.vol.String(), CapacityBytes: int64(headerSize(io, e.vol.image(), e.imageID))}
+			for j := int(next.Add(1)) - 1; j < len(missing); j = int(next.Add(1)) - 1 {
+				e := found[missing[j]]
+				out[missing[j]].CapacityBytes = int64(headerSize(io, e.vol.image(), e.imageID))
 			}
 		}()
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/ceph/go-ceph/rbd"
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -118,5 +119,94 @@ func TestListVolumesPages(t *testing.T) {
 	}
 	if len(after.GetEntries()) != 1 || after.GetEntries()[0].GetVolume().GetVolumeId() <= gone || after.GetEntries()[0].GetVolume().GetVolumeId() > sorted[3] {
 		t.Errorf("from the token of deleted %s: %v; want the next volume", gone, after.GetEntries())
+	}
+}
+
+// TestListVolumesRecordedSizes: ListVolumes reports the size the driver
+// recorded at create and expand, not the image header's: an out-of-band
+// `rbd resize` is not seen until the next expand, after which the
+// expanded size is. A volume with no recorded size (made by a version
+// that recorded none) is listed with its header's size, and DeleteVolume
+// removes the record.
+func TestListVolumesRecordedSizes(t *testing.T) {
+	c := cephtest.Require(t)
+	d := newDriver(t, c, driver.Options{})
+	ctx := context.Background()
+	io := adminlessIO(t, c)
+	jpool := driver.NewConnPool(c.Monitors, 30*time.Second, time.Minute)
+	t.Cleanup(jpool.Close)
+	jio, jdone, err := jpool.IOContext(ctx, driver.Credentials{User: c.User, Key: c.Key}, c.Pool, driver.JournalNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(jdone)
+	create := func() string {
+		t.Helper()
+		req := &csi.CreateVolumeRequest{Name: "sizes-" + journal.RandomID(""), VolumeCapabilities: mountCap, Secrets: c.Secrets(),
+			CapacityRange: &csi.CapacityRange{RequiredBytes: 8 << 20}}
+		rctx, _ := reservedVolumeID(t, d, c, req)
+		resp, err := d.CreateVolume(rctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := resp.GetVolume().GetVolumeId()
+		t.Cleanup(func() { _, _ = d.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: id, Secrets: c.Secrets()}) })
+		return id
+	}
+	resize := func(id string, size uint64) { // as `rbd resize` would
+		t.Helper()
+		img, err := rbd.OpenImage(io, "csi-vol-"+localOf(id), rbd.NoSnapshot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer img.Close()
+		if err := img.Resize(size); err != nil {
+			t.Fatal(err)
+		}
+	}
+	listed := func() map[string]int64 {
+		t.Helper()
+		resp, err := d.ListVolumes(ctx, &csi.ListVolumesRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		for _, e := range resp.GetEntries() {
+			out[e.GetVolume().GetVolumeId()] = e.GetVolume().GetCapacityBytes()
+		}
+		return out
+	}
+	grown, old := create(), create()
+
+	resize(grown, 16<<20)
+	if got := listed()[grown]; got != 8<<20 {
+		t.Errorf("after an out-of-band resize to 16 MiB: listed with %d bytes; want the provisioned %d", got, 8<<20)
+	}
+	if _, err := d.ControllerExpandVolume(ctx, &csi.ControllerExpandVolumeRequest{VolumeId: grown, Secrets: c.Secrets(),
+		CapacityRange: &csi.CapacityRange{RequiredBytes: 40 << 20}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := listed()[grown]; got != 40<<20 {
+		t.Errorf("after an expand to 40 MiB: listed with %d bytes; want %d", got, 40<<20)
+	}
+
+	// As an older version left it: no recorded size.
+	if err := jio.RmOmapKeys(driver.SizesObject, []string{"csi-vol-" + localOf(old)}); err != nil {
+		t.Fatal(err)
+	}
+	resize(old, 24<<20)
+	if got := listed()[old]; got != 24<<20 {
+		t.Errorf("a volume without a recorded size: listed with %d bytes; want its header's %d", got, 24<<20)
+	}
+
+	if _, err := d.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: grown, Secrets: c.Secrets()}); err != nil {
+		t.Fatal(err)
+	}
+	m, _, err := driver.ReadOmap(jio, driver.SizesObject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := m["csi-vol-"+localOf(grown)]; ok {
+		t.Errorf("DeleteVolume left the recorded size %q of %s", v, grown)
 	}
 }

@@ -97,6 +97,11 @@ func (d *Driver) clean(ctx context.Context, p seenPool, kind journal.Kind, id st
 		if !ok {
 			return nil
 		}
+		// A create that died between recording the size and its commit
+		// left the record too.
+		if err := d.forgetSize(ctx, p.creds, p.pool, v.image()); err != nil {
+			return err
+		}
 		if err := rbd.RemoveImage(io, v.image()); err != nil && !errors.Is(err, rbd.ErrNotFound) {
 			return backendError(err, "remove abandoned image")
 		}

@@ -326,3 +326,43 @@ func poolHas(t *testing.T, c cephtest.Cluster, secrets map[string]string, pool, 
 	}
 	return false
 }
+
+// TestSweepForgetsAbandonedSize: a create killed after it recorded its
+// volume's size and before its commit leaves the record too; the sweep
+// removes it with the image, so no record outlives its volume.
+func TestSweepForgetsAbandonedSize(t *testing.T) {
+	c := cephtest.Require(t)
+	pool, secrets := cephtest.TenantPool(t, c)
+	d := newDriver(t, c, driver.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := serveDriver(t, d).CreateVolume(ctx, tenantCreate("served", pool, secrets)); err != nil {
+		t.Fatal(err)
+	}
+	id := abandoned(t, c, secrets, pool, tenantCreate("killed-after-record", pool, secrets), time.Millisecond)
+	image := "csi-vol-" + localOf(id)
+	conns := driver.NewConnPool(c.Monitors, 30*time.Second, time.Minute)
+	t.Cleanup(conns.Close)
+	jio, done, err := conns.IOContext(ctx, driver.Credentials{User: secrets["userID"], Key: secrets["userKey"]}, pool, driver.JournalNamespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer done()
+	if err := jio.SetOmap(driver.SizesObject, map[string][]byte{image: []byte("4194304")}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond)
+	if n, err := d.SweepAbandoned(ctx, journal.KindVolume, time.Nanosecond); err != nil || n != 1 {
+		t.Fatalf("SweepAbandoned = %d, %v; want 1 released", n, err)
+	}
+	if poolHas(t, c, secrets, pool, image) {
+		t.Errorf("the sweep left image %s", image)
+	}
+	m, _, err := driver.ReadOmap(jio, driver.SizesObject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := m[image]; ok {
+		t.Errorf("the sweep left the recorded size %q of %s", v, image)
+	}
+}
