@@ -294,7 +294,6 @@ func (db *DB) append(merged map[string]map[string]*[]byte, size int) error {
 	}
 	db.seq++
 	db.end += int64(len(rec))
-	db.logEnd.Store(db.end)
 
 	db.mu.Lock()
 	defer db.mu.Unlock()

@@ -32,18 +32,11 @@ type compaction struct {
 	salt [saltSize]byte
 	// moved[i][j] is where keys[i][j]'s value is in nf.
 	moved [][]loc
-	// The records appended to f since the snapshot are copied to nf
-	// up to copied, as records seq+1… of nf.
-	copied int64
-	seq    uint64
-	// touched holds the keys of those records, by bucket: the keys
-	// whose places are not the snapshot's.
-	touched map[string]map[string]struct{}
 }
 
 // takeSnapshot notes the live keys and their places. Called by the leader.
 func (db *DB) takeSnapshot() *compaction {
-	c := &compaction{f: db.f, end: db.end, copied: db.end, done: make(chan struct{})}
+	c := &compaction{f: db.f, end: db.end, done: make(chan struct{})}
 	for b, m := range db.state {
 		if len(m) > 0 {
 			c.buckets = append(c.buckets, b)
@@ -94,15 +87,6 @@ func (db *DB) runCompaction(c *compaction) {
 	err := c.write(db.path, db.opts)
 	if afterCompactionWrite != nil {
 		afterCompactionWrite()
-	}
-	// Copy what commits appended meanwhile, until little is left for
-	// the finish, which holds them back.
-	for try := 0; err == nil && try < 4; try++ {
-		end := db.logEnd.Load()
-		if end-c.copied < 64<<10 {
-			break
-		}
-		err = db.copyTail(c, end)
 	}
 	db.gmu.Lock()
 	for db.busy && !db.closed {
@@ -215,7 +199,6 @@ func (c *compaction) write(path string, o Options) (err error) {
 	if err := c.w.flush(); err != nil {
 		return err
 	}
-	c.seq = c.w.seq
 	if _, err := f.WriteAt(header(&c.salt, c.w.seq), 0); err != nil {
 		return err
 	}
@@ -245,13 +228,30 @@ func (db *DB) finish(c *compaction) (replaced bool, err error) {
 	f, w := c.nf, &c.w
 	sorted := w.off // the end of the snapshot's records in the new file
 	shift := sorted - c.end
-	// The records appended since the snapshot (those not copied yet).
-	if err := db.copyTail(c, db.end); err != nil {
-		return false, err
+	// The records appended since the snapshot, framed anew.
+	win := &window{f: c.f, size: db.end}
+	seq := w.seq
+	for off := c.end; off < db.end; {
+		payload, _, next, ok, err := db.recordAt(win, off)
+		if err != nil {
+			return false, err
+		}
+		if !ok {
+			return false, fmt.Errorf("kvlog: record at offset %d does not verify in the log being compacted", off)
+		}
+		seq++
+		rec := make([]byte, next-off)
+		binary.LittleEndian.PutUint32(rec[0:4], uint32(len(payload)))
+		binary.LittleEndian.PutUint64(rec[4:12], seq)
+		binary.LittleEndian.PutUint32(rec[12:16], checksum(&c.salt, rec[0:12], payload))
+		copy(rec[recHeader:], payload)
+		if _, err := f.WriteAt(rec, off+shift); err != nil {
+			return false, err
+		}
+		off = next
 	}
-	seq := c.seq
 	end, size := db.end+shift, sorted+db.opts.Grow
-	if end > sorted+db.opts.Grow/2 {
+	if seq > w.seq {
 		// Zeros after the copied records, as after any log's end.
 		if err := writeZeros(f, end, db.opts.Grow); err != nil {
 			return false, err
@@ -266,20 +266,19 @@ func (db *DB) finish(c *compaction) (replaced bool, err error) {
 		k string
 		l loc
 	}
-	changes := make([]change, 0, db.keys)
+	var changes []change
 	for i, b := range c.buckets {
-		m, touched := db.state[b], c.touched[b]
+		m := db.state[b]
 		for j, kl := range c.keys[i] {
-			if _, ok := touched[kl.k]; !ok {
+			if l, ok := m[kl.k]; ok && l == kl.l {
 				changes = append(changes, change{m, kl.k, c.moved[i][j]})
 			}
 		}
 	}
 	misplaced := 0
-	for b, keys := range c.touched {
-		m := db.state[b]
-		for k := range keys {
-			if l, ok := m[k]; ok {
+	for _, m := range db.state {
+		for k, l := range m {
+			if l.off() >= c.end {
 				changes = append(changes, change{m, k, mkloc(l.off()+shift, l.len())})
 				misplaced++
 			}
@@ -289,8 +288,6 @@ func (db *DB) finish(c *compaction) (replaced bool, err error) {
 		return false, fmt.Errorf("kvlog: compaction placed %d of %d keys", len(changes), db.keys)
 	}
 	if seq > w.seq {
-		// As a rule only the last copied records' blocks, written over
-		// zeros the copy flushed.
 		if err := f.Sync(); err != nil {
 			return false, err
 		}
@@ -309,102 +306,9 @@ func (db *DB) finish(c *compaction) (replaced bool, err error) {
 	db.salt = c.salt
 	db.seq, db.snapshot = seq, w.seq
 	db.end, db.size = end, size
-	db.logEnd.Store(end)
 	db.sorted, db.misplaced = sorted, misplaced
 	db.nextCompact = 0
 	return true, syncDir(filepath.Dir(db.path))
-}
-
-// copyTail copies the records of c.f from c.copied to end (all of them
-// flushed) after the snapshot's in c.nf, framed anew: the same payloads
-// in records of the same sizes, so their values' places move by one
-// constant. It reads and writes a megabyte or so at a time.
-func (db *DB) copyTail(c *compaction, end int64) error {
-	if end <= c.copied {
-		return nil
-	}
-	shift := c.w.off - c.end
-	win := &window{f: c.f, size: end}
-	buf := make([]byte, 0, 2*compactChunk)
-	at := c.copied // file offset in c.f of buf[0]
-	flush := func() error {
-		if len(buf) == 0 {
-			return nil
-		}
-		if _, err := c.nf.WriteAt(buf, at+shift); err != nil {
-			return err
-		}
-		at += int64(len(buf))
-		buf = buf[:0]
-		return nil
-	}
-	seq := c.seq
-	off := c.copied
-	for off < end {
-		payload, _, next, ok, err := db.recordAt(win, off) // db.salt is c.f's
-		if err != nil {
-			return err
-		}
-		if !ok {
-			return fmt.Errorf("kvlog: record at offset %d does not verify in the log being compacted", off)
-		}
-		if err := touchedKeys(payload, c); err != nil {
-			return fmt.Errorf("kvlog: record at offset %d: %w", off, err)
-		}
-		seq++
-		n := len(buf)
-		buf = slices.Grow(buf, int(next-off))[:n+int(next-off)]
-		rec := buf[n:]
-		clear(rec[recHeader+len(payload):]) // the padding
-		binary.LittleEndian.PutUint32(rec[0:4], uint32(len(payload)))
-		binary.LittleEndian.PutUint64(rec[4:12], seq)
-		binary.LittleEndian.PutUint32(rec[12:16], checksum(&c.salt, rec[0:12], payload))
-		copy(rec[recHeader:], payload)
-		off = next
-		if len(buf) >= compactChunk {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-	}
-	if err := flush(); err != nil {
-		return err
-	}
-	c.copied, c.seq = off, seq
-	return nil
-}
-
-// touchedKeys adds the keys payload's ops write to c.touched.
-func touchedKeys(payload []byte, c *compaction) error {
-	if c.touched == nil {
-		c.touched = map[string]map[string]struct{}{}
-	}
-	for p := payload; len(p) > 0; {
-		op := p[0]
-		p = p[1:]
-		nf := 2
-		if op == opPut {
-			nf = 3
-		} else if op != opDelete {
-			return fmt.Errorf("unknown op %d", op)
-		}
-		var fields [3][]byte
-		for i := 0; i < nf; i++ {
-			l, n := binary.Uvarint(p)
-			if n <= 0 || uint64(len(p)-n) < l {
-				return errors.New("truncated op")
-			}
-			fields[i] = p[n : n+int(l)]
-			p = p[n+int(l):]
-		}
-		m := c.touched[string(fields[0])]
-		if m == nil {
-			m = map[string]struct{}{}
-			c.touched[string(fields[0])] = m
-		}
-		m[string(fields[1])] = struct{}{}
-	}
-	return nil
 }
 
 // snapshotWriter writes a compaction's records one after the other.

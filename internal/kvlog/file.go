@@ -156,7 +156,6 @@ func (db *DB) load() error {
 		db.state[b], db.index[b] = live, newIndex(keys)
 	}
 	db.end, db.size = off, w.size
-	db.logEnd.Store(db.end)
 	if db.size%sector != 0 {
 		db.size = (db.size + sector - 1) / sector * sector
 	}
@@ -286,7 +285,6 @@ func (db *DB) initFile(f *os.File) error {
 		return fmt.Errorf("write header: %w", err)
 	}
 	db.seq, db.snapshot, db.end, db.size = 0, 0, headerSize, headerSize
-	db.logEnd.Store(db.end)
 	db.sorted, db.misplaced, db.keys = headerSize, 0, 0
 	if err := db.grow(f, db.opts.Grow); err != nil {
 		return err

@@ -82,7 +82,6 @@ import (
 	"hash/crc32"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -180,9 +179,6 @@ type DB struct {
 	nextCompact int64
 
 	compacting *compaction // the one running in the background; guarded by gmu
-	// logEnd is end, for a background compaction: the log before it is
-	// flushed and never changes (until a compaction replaces the file).
-	logEnd atomic.Int64
 }
 
 // Open opens or creates the store at path, replays it, and locks it against
