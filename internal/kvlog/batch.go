@@ -2,7 +2,6 @@ package kvlog
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"sync"
 )
@@ -13,7 +12,7 @@ import (
 // file where they lie close together: after a compaction, which writes
 // the values in key order, a page of keys is one stretch.
 type batchReader struct {
-	f     *os.File
+	db    *DB
 	order []int // indices of the batch's keys in offset order
 	buf   []byte
 	vals  [][]byte
@@ -57,7 +56,7 @@ func (br *batchReader) read(kls []keyLoc) ([][]byte, error) {
 		start, end, j := br.stretch(kls, i)
 		b := br.buf[pos : pos+end-start]
 		if len(b) > 0 {
-			if _, err := br.f.ReadAt(b, start); err != nil {
+			if _, err := br.db.f.ReadAt(b, start); err != nil {
 				return nil, fmt.Errorf("kvlog: read values at offset %d: %w", start, err)
 			}
 		}
@@ -91,21 +90,13 @@ func (br *batchReader) stretch(kls []keyLoc, i int) (start, end int64, j int) {
 // with its value, reading the values a batch at a time through br: first
 // batches of firstBatch keys, so that a short walk reads little beyond
 // where it stops, then of batchKeys. An error from fn stops the walk.
-// Same locking as DB.read.
 func (db *DB) walk(m map[string]loc, ascend func(func(string) bool), fn func(k string, v []byte) error) error {
-	return walkFile(db.f, func(add func(keyLoc) bool) {
-		ascend(func(k string) bool { return add(keyLoc{k, m[k]}) })
-	}, fn)
-}
-
-// walkFile is walk over the keys and places each gives to add, in f.
-func walkFile(f *os.File, each func(add func(keyLoc) bool), fn func(k string, v []byte) error) error {
 	const firstBatch, batchKeys = 32, 128
 	br := batchReaders.Get().(*batchReader)
-	br.f = f
+	br.db = db
 	kls := br.kls[:0]
 	defer func() {
-		br.f, br.kls = nil, kls[:0]
+		br.db, br.kls = nil, kls[:0]
 		if cap(br.buf) > 4*batchBytes {
 			br.buf = nil // a batch of large values: not kept
 		}
@@ -126,9 +117,10 @@ func walkFile(f *os.File, each func(add func(keyLoc) bool), fn func(k string, v 
 		}
 		kls, size, limit = kls[:0], 0, batchKeys
 	}
-	each(func(kl keyLoc) bool {
-		kls = append(kls, kl)
-		if size += kl.l.len(); len(kls) >= limit || size >= batchBytes {
+	ascend(func(k string) bool {
+		l := m[k]
+		kls = append(kls, keyLoc{k, l})
+		if size += l.len(); len(kls) >= limit || size >= batchBytes {
 			flush()
 		}
 		return err == nil

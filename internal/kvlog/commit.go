@@ -268,14 +268,13 @@ func (db *DB) append(merged map[string]map[string]*[]byte, size int) error {
 		return err
 	}
 	if db.end > db.nextCompact && (db.end > db.opts.CompactAt && db.end > 4*(db.live+delta)+int64(headerSize) || db.scattered()) {
-		// The copy runs in the background: this write and those after it
-		// go to the old log, and the compaction copies them after the
-		// snapshot when it finishes (see compaction).
-		db.gmu.Lock()
-		running := db.compacting != nil
-		db.gmu.Unlock()
-		if !running {
-			db.startCompaction()
+		if replaced, err := db.compact(); err != nil {
+			if replaced {
+				return db.fail(fmt.Errorf("compact: %w", err))
+			}
+			// The old log is still the store and takes this write; try
+			// again once it has grown by another CompactAt.
+			db.nextCompact = db.end + db.opts.CompactAt
 		}
 	}
 	base := db.end + recHeader // where the payload goes
@@ -379,19 +378,10 @@ func (db *DB) recover() error {
 		db.gmu.Unlock()
 		return err
 	}
+	db.gmu.Unlock()
 	if failed == nil {
-		db.gmu.Unlock()
 		return nil
 	}
-	if db.compacting != nil {
-		// It drops itself when it sees the store poisoned; the rewrite
-		// waits for that (the next Update after RetryAfter).
-		db.retryAt = time.Now().Add(db.opts.RetryAfter)
-		err := db.poisoned()
-		db.gmu.Unlock()
-		return err
-	}
-	db.gmu.Unlock()
 	_, err := db.compact()
 	db.gmu.Lock()
 	defer db.gmu.Unlock()

@@ -47,13 +47,9 @@
 // a walk of a run of keys stays a few reads. So no size limit
 // applies to the live data as a whole, and a file whose snapshot does not
 // replay in full is refused as corrupt rather than opened with part of it.
-// The copy runs in the background from a snapshot of where the values
-// are (they never move in the old file): commits go on appending to the
-// old log meanwhile, and only the compaction's last step — copying the
-// records appended since the snapshot after it, a flush, the rename —
-// holds them back. A compaction that fails (a full disk, any I/O error)
-// removes its file and leaves the old log the store, still taking writes;
-// it is retried once the log has grown by another Options.CompactAt.
+// A compaction that fails (a full disk, any I/O error) removes its file
+// and leaves the old log the store, still taking writes; it is retried
+// once the log has grown by another Options.CompactAt.
 //
 // A failed append or flush poisons the store: what reached the file is
 // unknown, so it refuses writes and Err reports why. The next Update after
@@ -177,8 +173,6 @@ type DB struct {
 	// nextCompact: after a failed compaction, the log end below which
 	// none is tried again.
 	nextCompact int64
-
-	compacting *compaction // the one running in the background; guarded by gmu
 }
 
 // Open opens or creates the store at path, replays it, and locks it against
@@ -249,11 +243,7 @@ func (db *DB) Close() error {
 	for db.busy {
 		db.idle.Wait()
 	}
-	c := db.compacting
 	db.gmu.Unlock()
-	if c != nil {
-		<-c.done // it reads the file until it sees the store closed
-	}
 	return db.f.Close()
 }
 

@@ -336,7 +336,6 @@ func TestCompactionBoundsTheFile(t *testing.T) {
 			want["d/x"] = v
 		}
 	}
-	db.waitCompaction()
 	fi, err := os.Stat(path)
 	if err != nil {
 		t.Fatal(err)
