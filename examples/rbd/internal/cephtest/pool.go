@@ -133,7 +133,12 @@ func (c Contents) Empty() bool {
 	return len(c.Images) == 0 && len(c.Trash) == 0 && len(c.Objects) == 0
 }
 
-// PoolContents lists pool's images, trash and the objects of namespace.
+// sizesIndex is the name of examples/rbd/driver's size index object
+// (driver.sizesObject; the driver's own tests import this package).
+const sizesIndex = "sizes.volume"
+
+// PoolContents lists pool's images, trash and the objects of namespace
+// (the size index only while it holds a size).
 func PoolContents(t testing.TB, conn *rados.Conn, pool, namespace string) Contents {
 	t.Helper()
 	io, err := conn.OpenIOContext(pool)
@@ -156,6 +161,19 @@ func PoolContents(t testing.TB, conn *rados.Conn, pool, namespace string) Conten
 	if err := io.ListObjects(func(oid string) { c.Objects = append(c.Objects, oid) }); err != nil {
 		t.Fatal(err)
 	}
+	// The driver's per-pool index of provisioned sizes (driver.sizesObject)
+	// stays, like rbd_directory, once its last volume is gone: it is
+	// content only while it holds a volume's size.
+	c.Objects = slices.DeleteFunc(c.Objects, func(oid string) bool {
+		if oid != sizesIndex {
+			return false
+		}
+		kv, err := io.GetOmapValues(oid, "", "", 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(kv) == 0
+	})
 	slices.Sort(c.Images)
 	slices.Sort(c.Trash)
 	slices.Sort(c.Objects)
