@@ -854,7 +854,15 @@ func (e *Env) controllers(ctx context.Context) ([]workload, error) {
 		return nil, fmt.Errorf("kube: list StatefulSets: %w", err)
 	}
 	for _, x := range sts.Items {
-		out = append(out, workload{"StatefulSet", x.Namespace, x.Name, x.Spec.Template.Spec,
+		// Its pods get the claims of its volumeClaimTemplates, which the
+		// template's own volumes do not list.
+		spec := x.Spec.Template.Spec
+		spec.Volumes = slices.Clone(spec.Volumes)
+		for _, c := range x.Spec.VolumeClaimTemplates {
+			spec.Volumes = append(spec.Volumes, corev1.Volume{Name: c.Name, VolumeSource: corev1.VolumeSource{
+				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: c.Name}}})
+		}
+		out = append(out, workload{"StatefulSet", x.Namespace, x.Name, spec,
 			func(ctx context.Context) error { return apps.StatefulSets(x.Namespace).Delete(ctx, x.Name, none) }})
 	}
 	rss, err := apps.ReplicaSets("").List(ctx, opts)
