@@ -3,7 +3,6 @@
 package driver_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,6 +22,7 @@ import (
 	"github.com/csikit/csikit"
 	"github.com/csikit/csikit/examples/rbd/driver"
 	"github.com/csikit/csikit/examples/rbd/internal/cephtest"
+	"github.com/csikit/csikit/internal/testenv"
 	"github.com/csikit/csikit/journal"
 )
 
@@ -187,7 +186,7 @@ func TestFenceRenewal(t *testing.T) {
 	}
 
 	// Two controller replicas, restarted, renew side by side.
-	var log syncBuffer // written by the loops; read once they stopped
+	var log testenv.SyncBuffer // written by the loops; read once they stopped
 	logger := slog.New(slog.NewJSONHandler(&log, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	secrets := secretsDir(t, c)
 	ctl2 := newDriver(t, c, driver.Options{FenceExpiry: expiry, SecretsDir: secrets, Logger: logger.With("replica", 2)})
@@ -266,22 +265,4 @@ func TestFenceRenewal(t *testing.T) {
 	if _, ok := blocklistExpiry(t, c, addr); ok {
 		t.Fatalf("%s still blocklisted after Unfence", addr)
 	}
-}
-
-// syncBuffer is a bytes.Buffer for several writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
