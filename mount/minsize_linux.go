@@ -4,10 +4,12 @@ package mount
 
 import (
 	"context"
+	"errors"
 	"os"
-	"path/filepath"
+	"strconv"
 	"sync"
 
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc/codes"
 )
 
@@ -22,10 +24,10 @@ const (
 // smallest device the installed mkfs.<fsType> will format: xfs 300 MiB
 // with xfsprogs 6.x, 1 MiB for ext4 (the search's floor). Minimums change
 // between tool versions, so they are found out, not tabulated: the first
-// call for a file system type formats sparse files in a temporary
-// directory (a binary search, about 12 runs of mkfs, well under a second
-// of I/O: each file is sparse and removed at once), later calls answer
-// from memory. A controller uses it to round a CreateVolume's size up to
+// call for a file system type formats sparse, unnamed files in the
+// temporary directory (a binary search, about 12 runs of mkfs, well under
+// a second of I/O; nothing is left behind even if the process is killed),
+// later calls answer from memory. A controller uses it to round a CreateVolume's size up to
 // what the node can format (see FitSize), so a small request fails or
 // grows at CreateVolume instead of failing at NodeStageVolume.
 //
@@ -75,32 +77,31 @@ func (m *Mounter) MinSize(ctx context.Context, fsType string) (int64, error) {
 
 // searchMinSize finds the smallest whole number of MiB mkfs.<fsType>
 // formats, by bisection between minSizeStep and minSizeCeiling.
+//
+// Each probe is an unnamed file (O_TMPFILE in the temporary directory)
+// that mkfs reaches through /proc/<pid>/fd: a process killed mid-search
+// (a driver restarted with SIGKILL while it starts) leaves nothing
+// behind, where a named file would stay until someone removed it. A
+// temporary directory without O_TMPFILE support gets a named file
+// unlinked as soon as it is open.
 func (m *Mounter) searchMinSize(ctx context.Context, fsType string) (int64, error) {
-	dir, err := os.MkdirTemp("", "csikit-minsize-")
-	if err != nil {
-		return 0, errorf(codes.Internal, err, "make a directory to probe mkfs.%s in", fsType)
-	}
-	defer os.RemoveAll(dir)
-	img := filepath.Join(dir, "probe.img")
+	tmp := os.TempDir()
 	try := func(size int64) (bool, error) {
 		if err := ctx.Err(); err != nil {
 			return false, ctxError(ctx.Err(), "probe mkfs.%s", fsType)
 		}
 		// A fresh file each time: mkfs may refuse a device holding a
 		// file system, and the last run's must not count.
-		_ = os.Remove(img)
-		f, err := os.OpenFile(img, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		f, err := openProbe(tmp, true)
 		if err != nil {
-			return false, errorf(codes.Internal, err, "make a probe file for mkfs.%s", fsType)
+			return false, errorf(codes.Internal, err, "make a probe file for mkfs.%s in %s", fsType, tmp)
 		}
-		err = f.Truncate(size)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
+		defer f.Close()
+		if err := f.Truncate(size); err != nil {
 			return false, errorf(codes.Internal, err, "size a probe file for mkfs.%s", fsType)
 		}
-		_, err = m.run.Run(ctx, "mkfs."+fsType, mkfsForceArgs(fsType, img)...)
+		path := "/proc/" + strconv.Itoa(os.Getpid()) + "/fd/" + strconv.Itoa(int(f.Fd()))
+		_, err = m.run.Run(ctx, "mkfs."+fsType, mkfsForceArgs(fsType, path)...)
 		if ctx.Err() != nil {
 			return false, ctxError(ctx.Err(), "probe mkfs.%s", fsType)
 		}
@@ -141,4 +142,28 @@ func mkfsForceArgs(fsType, file string) []string {
 		return []string{"-f", "-q", file}
 	}
 	return []string{file}
+}
+
+// openProbe opens a fresh, empty, unnamed probe file in dir: O_TMPFILE
+// where dir's file system has it, else a named file unlinked at once (a
+// kill between the two steps is the only way one can stay behind).
+func openProbe(dir string, tmpfile bool) (*os.File, error) {
+	if tmpfile {
+		fd, err := unix.Open(dir, unix.O_TMPFILE|unix.O_RDWR|unix.O_CLOEXEC, 0o600)
+		if err == nil {
+			return os.NewFile(uintptr(fd), ""), nil
+		}
+		if !errors.Is(err, unix.EOPNOTSUPP) && !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EINVAL) {
+			return nil, err
+		}
+	}
+	f, err := os.CreateTemp(dir, ".csikit-minsize-*")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Remove(f.Name()); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }

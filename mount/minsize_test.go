@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/csikit/csikit/mount"
 	"google.golang.org/grpc/codes"
@@ -117,6 +118,63 @@ func TestMinSizeSearchesOnce(t *testing.T) {
 	ents, err := os.ReadDir(tmp)
 	if err != nil || len(ents) != 0 {
 		t.Errorf("MinSize left %v behind in TMPDIR (err %v)", ents, err)
+	}
+}
+
+const minSizeKillEnv = "CSIKIT_TEST_MINSIZE_KILLED"
+
+// TestMinSizeKilledLeavesNothing runs a search in a child process that is
+// killed with SIGKILL while mkfs formats its third probe: the child's
+// TMPDIR must be empty afterwards (probes are unnamed files, gone with
+// the process), where a named probe file in a directory of its own used
+// to stay behind on every killed driver start.
+func TestMinSizeKilledLeavesNothing(t *testing.T) {
+	if dir := os.Getenv(minSizeKillEnv); dir != "" {
+		var runs atomic.Int64
+		real := mount.ExecRunner()
+		m := mount.New(mount.Options{Runner: mount.RunnerFunc(func(ctx context.Context, name string, args ...string) ([]byte, error) {
+			out, err := real.Run(ctx, name, args...)
+			if runs.Add(1) == 3 {
+				// Tell the parent, then wait for its SIGKILL.
+				if werr := os.WriteFile(filepath.Join(dir, "ready"), nil, 0o600); werr != nil {
+					t.Fatal(werr)
+				}
+				<-ctx.Done()
+			}
+			return out, err
+		})})
+		_, err := m.MinSize(context.Background(), "ext4")
+		t.Fatalf("the search returned (%v); it should have been killed", err)
+	}
+	requireTool(t, "mkfs.ext4", "e2fsprogs")
+	tmp, signal := t.TempDir(), t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestMinSizeKilledLeavesNothing$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp, minSizeKillEnv+"="+signal)
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	for i := 0; ; i++ {
+		if _, err := os.Stat(filepath.Join(signal, "ready")); err == nil {
+			break
+		}
+		if i == 600 {
+			t.Fatalf("the child never reached its third mkfs run:\n%s", out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	ents, err := os.ReadDir(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		t.Errorf("a killed search left %s in TMPDIR", e.Name())
 	}
 }
 
