@@ -2,6 +2,7 @@ package kvlog
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 )
@@ -12,8 +13,8 @@ import (
 // file where they lie close together: after a compaction, which writes
 // the values in key order, a page of keys is one stretch.
 type batchReader struct {
-	db    *DB
-	order []int // indices of the batch's keys in offset order
+	f     *os.File // the file the values are in
+	order []int    // indices of the batch's keys in offset order
 	buf   []byte
 	vals  [][]byte
 	kls   []keyLoc // walk's batch, kept with the buffers
@@ -56,7 +57,7 @@ func (br *batchReader) read(kls []keyLoc) ([][]byte, error) {
 		start, end, j := br.stretch(kls, i)
 		b := br.buf[pos : pos+end-start]
 		if len(b) > 0 {
-			if _, err := br.db.f.ReadAt(b, start); err != nil {
+			if _, err := br.f.ReadAt(b, start); err != nil {
 				return nil, fmt.Errorf("kvlog: read values at offset %d: %w", start, err)
 			}
 		}
@@ -86,17 +87,17 @@ func (br *batchReader) stretch(kls []keyLoc, i int) (start, end int64, j int) {
 	return start, end, j
 }
 
-// walk calls fn for each key of keys (in that order, which ascend gives)
-// with its value, reading the values a batch at a time through br: first
+// walk calls fn for each key of ks from from on, in key order, with its
+// value, reading the values a batch at a time through br: first
 // batches of firstBatch keys, so that a short walk reads little beyond
 // where it stops, then of batchKeys. An error from fn stops the walk.
-func (db *DB) walk(m map[string]loc, ascend func(func(string) bool), fn func(k string, v []byte) error) error {
+func (db *DB) walk(ks *keyset, from string, fn func(k string, v []byte) error) error {
 	const firstBatch, batchKeys = 32, 128
 	br := batchReaders.Get().(*batchReader)
-	br.db = db
+	br.f = db.f
 	kls := br.kls[:0]
 	defer func() {
-		br.db, br.kls = nil, kls[:0]
+		br.f, br.kls = nil, kls[:0]
 		if cap(br.buf) > 4*batchBytes {
 			br.buf = nil // a batch of large values: not kept
 		}
@@ -117,8 +118,7 @@ func (db *DB) walk(m map[string]loc, ascend func(func(string) bool), fn func(k s
 		}
 		kls, size, limit = kls[:0], 0, batchKeys
 	}
-	ascend(func(k string) bool {
-		l := m[k]
+	ks.ascend(from, func(k string, l loc) bool {
 		kls = append(kls, keyLoc{k, l})
 		if size += l.len(); len(kls) >= limit || size >= batchBytes {
 			flush()

@@ -30,7 +30,7 @@ func (tx *Tx) Get(bucket, key string) []byte {
 			return *v
 		}
 	}
-	l, ok := tx.db.state[bucket][key]
+	l, ok := tx.db.buckets[bucket].get(key)
 	if !ok {
 		return nil
 	}
@@ -97,7 +97,7 @@ func (db *DB) Update(fn func(*Tx) error) error {
 		return err
 	}
 	db.queue = append(db.queue, w)
-	if db.busy {
+	if db.busy || db.running != nil && db.running.ready {
 		db.gmu.Unlock()
 		r := <-w.done
 		if !r.lead {
@@ -122,12 +122,28 @@ func (db *DB) Update(fn func(*Tx) error) error {
 func (db *DB) handOver() {
 	db.gmu.Lock()
 	defer db.gmu.Unlock()
+	if db.running != nil && db.running.ready {
+		// A compaction waits to finish (see DB.background): it goes
+		// first, and hands over to the queue after.
+		db.busy = false
+		db.idle.Broadcast()
+		return
+	}
 	if len(db.queue) > 0 {
 		db.queue[0].done <- result{lead: true} // buffered: never blocks
 		return
 	}
 	db.busy = false
 	db.idle.Broadcast()
+}
+
+// wakeQueue makes the first queued writer the leader if there is none.
+// Called with gmu held.
+func (db *DB) wakeQueue() {
+	if !db.busy && len(db.queue) > 0 {
+		db.busy = true
+		db.queue[0].done <- result{lead: true}
+	}
 }
 
 // unusable says why a write must fail at once: the store is closed, or
@@ -151,7 +167,7 @@ func (db *DB) poisoned() error {
 // commit runs batch's functions, appends their writes as one record,
 // flushes it and publishes the new state. Called by the leader only.
 func (db *DB) commit(batch []*write) {
-	// The leader is the only writer of db.state: it reads it unlocked.
+	// The leader is the only writer of db.buckets: it reads it unlocked.
 	merged := map[string]map[string]*[]byte{}
 	size := 0
 	errs := make([]error, len(batch))
@@ -243,7 +259,7 @@ func (db *DB) append(merged map[string]map[string]*[]byte, size int) error {
 		slices.Sort(keys)
 		for _, k := range keys {
 			op := applied{b: b, k: k, v: merged[b][k], read: watched}
-			if old, ok := db.state[b][k]; ok {
+			if old, ok := db.buckets[b].get(k); ok {
 				delta -= opSize(b, k, old.len())
 				if watched {
 					var err error
@@ -267,14 +283,21 @@ func (db *DB) append(merged map[string]map[string]*[]byte, size int) error {
 	if err := db.recover(); err != nil {
 		return err
 	}
-	if db.end > db.nextCompact && (db.end > db.opts.CompactAt && db.end > 4*(db.live+delta)+int64(headerSize) || db.scattered()) {
-		if replaced, err := db.compact(); err != nil {
-			if replaced {
-				return db.fail(fmt.Errorf("compact: %w", err))
-			}
-			// The old log is still the store and takes this write; try
-			// again once it has grown by another CompactAt.
+	db.gmu.Lock()
+	running := db.running != nil
+	db.gmu.Unlock()
+	if !running && db.end > db.nextCompact && (db.end > db.opts.CompactAt && db.end > 4*(db.live+delta)+int64(headerSize) || db.scattered()) {
+		// The copy runs alongside this and later commits (see
+		// compaction); if it cannot start, the old log is still the
+		// store and takes this write: try again once it has grown by
+		// another CompactAt.
+		if c, err := db.startCompaction(); err != nil {
 			db.nextCompact = db.end + db.opts.CompactAt
+		} else {
+			db.gmu.Lock()
+			db.running = c
+			db.gmu.Unlock()
+			go db.background(c)
 		}
 	}
 	base := db.end + recHeader // where the payload goes
@@ -297,13 +320,13 @@ func (db *DB) append(merged map[string]map[string]*[]byte, size int) error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	for _, op := range ops {
-		dst, x := db.state[op.b], db.index[op.b]
+		dst := db.buckets[op.b]
 		if dst == nil {
-			dst, x = map[string]loc{}, &index{}
-			db.state[op.b], db.index[op.b] = dst, x
+			dst = newKeyset()
+			db.buckets[op.b] = dst
 		}
 		watches := db.watches[op.b]
-		oldLoc, had := dst[op.k]
+		oldLoc, had := dst.get(op.k)
 		if op.v == nil && !had {
 			continue
 		}
@@ -322,14 +345,12 @@ func (db *DB) append(merged map[string]map[string]*[]byte, size int) error {
 			db.misplaced--
 		}
 		if op.v == nil {
-			delete(dst, op.k)
-			x.remove(op.k)
+			dst.del(op.k)
 			db.keys--
 		} else {
-			dst[op.k] = mkloc(base+int64(op.at), len(*op.v))
+			dst.put(op.k, mkloc(base+int64(op.at), len(*op.v)))
 			db.misplaced++
 			if !had {
-				x.insert(op.k)
 				db.keys++
 			}
 		}

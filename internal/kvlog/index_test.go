@@ -3,55 +3,112 @@ package kvlog
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 )
 
-// TestIndexMatchesSortedKeys checks the ordered index against a sorted
-// copy of a map through random inserts, deletes and seeks that split and
-// empty chunks.
-func TestIndexMatchesSortedKeys(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	keys := map[string]bool{}
-	var init []string
-	for i := range 700 {
-		k := fmt.Sprintf("k%05d", i*3)
-		keys[k] = true
-		init = append(init, k)
-	}
-	x := newIndex(init)
-	for step := range 20000 {
-		k := fmt.Sprintf("k%05d", r.IntN(4000))
-		if r.IntN(3) == 0 {
-			delete(keys, k)
-			x.remove(k)
-		} else {
-			keys[k] = true
-			x.insert(k)
-		}
-		if step%997 != 0 {
-			continue
-		}
-		want := slices.Sorted(func(yield func(string) bool) {
-			for k := range keys {
-				if !yield(k) {
-					return
+// TestKeysetMatchesAMap checks a bucket's keyset against a map and a
+// sorted copy of its keys through random puts, overwrites, deletes and
+// seeks that split and empty chunks, reuse entries and repack the key
+// blocks; once with the full key hash and once with hashes narrowed to
+// 16 values, so that most keys share a hash chain. Key strings handed out
+// before a repack must keep their bytes.
+func TestKeysetMatchesAMap(t *testing.T) {
+	for _, mask := range []uint64{^uint64(0), 0xF} {
+		t.Run(fmt.Sprintf("mask=%x", mask), func(t *testing.T) {
+			defer func(m uint64) { hashMask = m }(hashMask)
+			hashMask = mask
+			r := rand.New(rand.NewPCG(1, 2))
+			want := map[string]loc{}
+			var init []string
+			for i := range 700 {
+				k := fmt.Sprintf("k%05d", i*3)
+				want[k] = loc(i)
+				init = append(init, k)
+			}
+			locs := make([]loc, len(init))
+			for i, k := range init {
+				locs[i] = want[k]
+			}
+			s := newKeysetSorted(init, locs)
+			var held [][2]string // keys handed out, kept across repacks, and copies
+			long := strings.Repeat("L", keyBlock/8)
+			for step := range 30000 {
+				k := fmt.Sprintf("k%05d%s", r.IntN(4000), strings.Repeat("x", r.IntN(40)))
+				if r.IntN(50) == 0 {
+					k += long // a key with a block of its own
+				}
+				if r.IntN(2) == 0 {
+					_, had := want[k]
+					old, got := s.del(k)
+					if got != had || had && old != want[k] {
+						t.Fatalf("step %d: del(%q) = %v, %v; want %v, %v", step, k, old, got, want[k], had)
+					}
+					delete(want, k)
+				} else {
+					l := loc(step)
+					prev, had := want[k]
+					old, got := s.put(k, l)
+					if got != had || had && old != prev {
+						t.Fatalf("step %d: put(%q) = %v, %v; want %v, %v", step, k, old, got, prev, had)
+					}
+					want[k] = l
+				}
+				if s.len() != len(want) {
+					t.Fatalf("step %d: %d keys, want %d", step, s.len(), len(want))
+				}
+				if step%997 != 0 {
+					continue
+				}
+				for k, l := range want {
+					if got, ok := s.get(k); !ok || got != l {
+						t.Fatalf("step %d: get(%q) = %v, %v; want %v", step, k, got, ok, l)
+					}
+				}
+				if _, ok := s.get("absent"); ok {
+					t.Fatalf("step %d: found a key never put", step)
+				}
+				sorted := slices.Sorted(maps.Keys(want))
+				from := fmt.Sprintf("k%05d", r.IntN(4100))
+				var got []string
+				s.ascend(from, func(k string, l loc) bool {
+					if want[k] != l {
+						t.Fatalf("step %d: ascend gives %q at %v, want %v", step, k, l, want[k])
+					}
+					got = append(got, k)
+					return true
+				})
+				i, _ := slices.BinarySearch(sorted, from)
+				if !slices.Equal(got, sorted[i:]) {
+					t.Fatalf("step %d: ascend(%q) = %d keys, want %d", step, from, len(got), len(sorted[i:]))
+				}
+				n := 0
+				s.all(func(k string, l loc) {
+					if n++; want[k] != l {
+						t.Fatalf("step %d: all gives %q at %v, want %v", step, k, l, want[k])
+					}
+				})
+				if n != len(want) {
+					t.Fatalf("step %d: all gives %d keys, want %d", step, n, len(want))
+				}
+				for _, c := range s.chunks {
+					if len(c) == 0 || len(c) > chunkMax {
+						t.Fatalf("step %d: chunk of %d keys", step, len(c))
+					}
+				}
+				for j, h := range held {
+					if h[0] != h[1] {
+						t.Fatalf("step %d: key %d handed out as %q now reads %q", step, j, h[1], h[0])
+					}
+				}
+				for _, k := range got[:min(len(got), 5)] {
+					held = append(held, [2]string{k, strings.Clone(k)})
 				}
 			}
 		})
-		from := fmt.Sprintf("k%05d", r.IntN(4100))
-		var got []string
-		x.ascend(from, func(k string) bool { got = append(got, k); return true })
-		i, _ := slices.BinarySearch(want, from)
-		if !slices.Equal(got, want[i:]) {
-			t.Fatalf("step %d: ascend(%q) = %d keys, want %d", step, from, len(got), len(want[i:]))
-		}
-		for _, c := range x.chunks {
-			if len(c) == 0 || len(c) > chunkMax {
-				t.Fatalf("step %d: chunk of %d keys", step, len(c))
-			}
-		}
 	}
 }
 

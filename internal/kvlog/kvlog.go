@@ -2,7 +2,9 @@
 // buckets of keys to where their values are in an append-only, checksummed
 // log file with group commit. It backs journal.File. Values are read from
 // the file when asked for (from the page cache, as a rule): at 100,000
-// hostpath volumes they were 40 MB of a 62 MB heap.
+// hostpath volumes they were 40 MB of a 62 MB heap. The keys are held
+// without a pointer per key (see keyset), so the garbage collector does
+// not mark them.
 //
 // Why not a B-tree file (bbolt, which this replaced): a copy-on-write
 // B-tree commit needs two ordered flushes (pages, then the meta page),
@@ -39,7 +41,10 @@
 // When the log outgrows its live data several times over it is rewritten
 // (compacted): the live data is written as a stream of records of about
 // 1 MiB each into a new file, whose header names how many there are; the
-// file is flushed and then renamed over the old one. A compaction writes
+// file is flushed and then renamed over the old one. The copy runs in the
+// background: commits go on appending to the old file meanwhile, and
+// wait only for the finish, which carries their records over to the new
+// file (see compaction); readers never wait for it. A compaction writes
 // each bucket's values in key order; a store of many keys is compacted
 // also when over a quarter of its values lie out of that order (appended
 // since, or in a file never compacted: random keys written one by one
@@ -78,6 +83,7 @@ import (
 	"hash/crc32"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -144,9 +150,8 @@ type DB struct {
 	path string
 	opts Options
 
-	mu      sync.RWMutex              // guards state, index, watches and live
-	state   map[string]map[string]loc // where each key's value is in the file
-	index   map[string]*index         // each bucket's keys in order
+	mu      sync.RWMutex       // guards buckets, watches and live
+	buckets map[string]*keyset // each bucket's keys, in order, and where their values are
 	watches map[string][]func(key string, old, new []byte)
 	live    int64 // encoded size of the live data, for compaction
 	keys    int   // live keys, all buckets
@@ -154,14 +159,18 @@ type DB struct {
 	// written by the last compaction, so out of key order.
 	misplaced int
 	sorted    int64 // where the last compaction's records end
+	// compactions counts the files compactions made, and carried the
+	// records committed during their copies, for tests.
+	compactions, carried atomic.Int64
 
 	gmu     sync.Mutex // guards the fields below
 	queue   []*write
 	busy    bool
 	idle    *sync.Cond // signalled when busy turns false
 	closed  bool
-	failed  error     // a write or flush failed: no writes until recovered
-	retryAt time.Time // when the next Update may try to recover
+	failed  error       // a write or flush failed: no writes until recovered
+	retryAt time.Time   // when the next Update may try to recover
+	running *compaction // the compaction copying in the background, if any
 
 	// Owned by the current leader (busy == true).
 	f        *os.File
@@ -200,7 +209,7 @@ func Open(path string, o Options) (*DB, error) {
 	if o.SortAt <= 0 {
 		o.SortAt = 4096
 	}
-	db := &DB{path: path, opts: o, state: map[string]map[string]loc{}, index: map[string]*index{}}
+	db := &DB{path: path, opts: o, buckets: map[string]*keyset{}}
 	db.idle = sync.NewCond(&db.gmu)
 
 	f, err := openLocked(path, o)
@@ -240,6 +249,14 @@ func (db *DB) Close() error {
 		return ErrClosed
 	}
 	db.closed = true
+	for db.busy {
+		db.idle.Wait()
+	}
+	db.gmu.Unlock()
+	// A compaction's copy reads the file: it ends before the file is
+	// closed, and writers queued for its finish commit.
+	db.dropCompaction()
+	db.gmu.Lock()
 	for db.busy {
 		db.idle.Wait()
 	}

@@ -59,11 +59,9 @@ const scanWindow = 1 << 20
 // file, reading the file in windows of scanWindow rather than a call per
 // value: a walk of the whole bucket costs a sequential read of the file.
 // v is valid only during the call. Same locking as read.
-func (db *DB) scan(m map[string]loc, fn func(k string, v []byte) error) error {
-	kls := make([]keyLoc, 0, len(m))
-	for k, l := range m {
-		kls = append(kls, keyLoc{k, l})
-	}
+func (db *DB) scan(ks *keyset, fn func(k string, v []byte) error) error {
+	kls := make([]keyLoc, 0, ks.len())
+	ks.all(func(k string, l loc) { kls = append(kls, keyLoc{k, l}) })
 	slices.SortFunc(kls, func(a, b keyLoc) int {
 		return int(a.l.off() - b.l.off())
 	})

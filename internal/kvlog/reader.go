@@ -19,7 +19,7 @@ func (r Reader) fail(err error) {
 // Get returns a copy of the value of key in bucket, or nil if there is
 // none or it could not be read (View then fails).
 func (r Reader) Get(bucket, key string) []byte {
-	l, ok := r.db.state[bucket][key]
+	l, ok := r.db.buckets[bucket].get(key)
 	if !ok {
 		return nil
 	}
@@ -33,12 +33,12 @@ func (r Reader) Get(bucket, key string) []byte {
 
 // Has reports whether bucket has key, without reading its value.
 func (r Reader) Has(bucket, key string) bool {
-	_, ok := r.db.state[bucket][key]
+	_, ok := r.db.buckets[bucket].get(key)
 	return ok
 }
 
 // Len returns the number of keys in bucket.
-func (r Reader) Len(bucket string) int { return len(r.db.state[bucket]) }
+func (r Reader) Len(bucket string) int { return r.db.buckets[bucket].len() }
 
 // ForEach calls fn for every key of bucket in key order. An error from fn
 // stops the walk and is returned. fn must not call Update. value is valid
@@ -52,11 +52,7 @@ func (r Reader) ForEach(bucket string, fn func(key string, value []byte) error) 
 // their values are read a batch of keys at a time, in few reads (see
 // batchReader), so a walk may read some values beyond where fn stops it.
 func (r Reader) ForEachFrom(bucket, from string, fn func(key string, value []byte) error) error {
-	x := r.db.index[bucket]
-	if x == nil {
-		return nil
-	}
-	return r.db.walk(r.db.state[bucket], func(fn func(string) bool) { x.ascend(from, fn) }, fn)
+	return r.db.walk(r.db.buckets[bucket], from, fn)
 }
 
 // Scan calls fn for every key of bucket in no particular order (that of
@@ -64,14 +60,14 @@ func (r Reader) ForEachFrom(bucket, from string, fn func(key string, value []byt
 // sequentially rather than a value at a time. value is valid only during
 // the call. An error from fn stops the walk and is returned.
 func (r Reader) Scan(bucket string, fn func(key string, value []byte) error) error {
-	return r.db.scan(r.db.state[bucket], fn)
+	return r.db.scan(r.db.buckets[bucket], fn)
 }
 
 // Buckets returns the names of the non-empty buckets, sorted.
 func (r Reader) Buckets() []string {
 	var out []string
-	for b, m := range r.db.state {
-		if len(m) > 0 {
+	for b, ks := range r.db.buckets {
+		if ks.len() > 0 {
 			out = append(out, b)
 		}
 	}
@@ -114,7 +110,7 @@ func (db *DB) Watch(bucket string, fn func(key string, old, new []byte)) error {
 	db.gmu.Unlock()
 	defer db.handOver() // writers queued meanwhile wait for a leader
 	db.mu.RLock()
-	err := db.scan(db.state[bucket], func(k string, v []byte) error { fn(k, nil, v); return nil })
+	err := db.scan(db.buckets[bucket], func(k string, v []byte) error { fn(k, nil, v); return nil })
 	db.mu.RUnlock()
 	if err != nil {
 		return err

@@ -20,8 +20,8 @@ func scatterKey(i int) string { return fmt.Sprintf("%016x", uint64(i+1)*0x9E3779
 // read of one stretch of the file ends. A value out of place makes two.
 func outOfOrder(db *DB, b string) int {
 	n, last := 0, int64(0)
-	db.index[b].ascend("", func(k string) bool {
-		off := db.state[b][k].off()
+	db.buckets[b].ascend("", func(k string, l loc) bool {
+		off := l.off()
 		if off < last {
 			n++
 		}
@@ -60,6 +60,7 @@ func TestScatteredStoreCompactsInKeyOrder(t *testing.T) {
 			want["vol/"+scatterKey(i/2)] = "again"
 			delete(want, "vol/"+scatterKey(i/3+1))
 		}
+		db.settle()
 		if before >= o.SortAt && db.misplaced > db.keys/4+3 {
 			t.Fatalf("after %d writes %d of %d values are out of key order, want at most a quarter", i+1, db.misplaced, db.keys)
 		}
@@ -105,6 +106,7 @@ func TestNeverCompactedFileSortsOnFirstWrite(t *testing.T) {
 		t.Fatalf("at open: %d keys, %d out of order, want 300 and 300", db.keys, db.misplaced)
 	}
 	put(t, db, "other", "k", "v")
+	db.settle()
 	if db.snapshot == 0 || db.misplaced != 1 || outOfOrder(db, "vol") != 0 {
 		t.Fatalf("after the first write: %d snapshot records, %d values out of order, %d back steps; want a compaction, 1 and 0",
 			db.snapshot, db.misplaced, outOfOrder(db, "vol"))
@@ -126,6 +128,7 @@ func TestSortedFileDamagedAtOpen(t *testing.T) {
 	for i := 0; i < 400; i++ {
 		put(t, db, "vol", scatterKey(i), strings.Repeat("v", 6000)) // several MB: several snapshot records
 	}
+	db.settle()
 	if db.snapshot < 2 {
 		t.Fatalf("%d snapshot records, want several", db.snapshot)
 	}

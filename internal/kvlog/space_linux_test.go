@@ -106,6 +106,7 @@ func TestCompactionOutOfSpaceLeavesTheLogWritable(t *testing.T) {
 	if !errors.Is(refused, syscall.ENOSPC) {
 		t.Errorf("refused with %v, want an error wrapping ENOSPC", refused)
 	}
+	db.settle()
 	if err := db.Err(); err != nil {
 		t.Fatalf("out of space poisoned the store: %v", err)
 	}
@@ -133,6 +134,7 @@ func TestCompactionOutOfSpaceLeavesTheLogWritable(t *testing.T) {
 		t.Fatal(err)
 	}
 	delete(want, "v/3")
+	db.settle()
 	if db.end >= before {
 		t.Errorf("log end %d, was %d: no compaction after space returned", db.end, before)
 	}
