@@ -262,8 +262,20 @@ func (j *File) LookupID(ctx context.Context, kind Kind, id string) (rec Record, 
 
 // Release implements Journal.
 func (j *File) Release(ctx context.Context, kind Kind, id string) error {
-	if _, ok, err := j.LookupID(ctx, kind, id); err != nil || !ok {
-		return err // nothing to write
+	if err := checkArgs(ctx, kind, id); err != nil {
+		return err
+	}
+	// Nothing to write for an ID the journal does not hold. A look at the
+	// index, not LookupID: the record need not be read and decoded.
+	var held bool
+	if err := j.db.View(func(r kvlog.Reader) error {
+		held = r.Has(bucketNames[kind][1], id)
+		return nil
+	}); err != nil {
+		return storageErr("lookup", err)
+	}
+	if !held {
+		return nil
 	}
 	cw := callWritesFrom(ctx)
 	ops := cw.take(j)

@@ -46,6 +46,10 @@ type ledger struct {
 	// attached counts the durable volumes published to a node (the
 	// attach limit's count), kept by the same watch.
 	attached atomic.Int64
+	// gen counts the watches' changes to durable, twice each (odd while
+	// one is under way): a read of the charges and the total between two
+	// equal even values saw no record become durable.
+	gen atomic.Uint64
 
 	mu       sync.Mutex
 	reserved map[string]int64 // key → total charge being written
@@ -69,13 +73,6 @@ func newLedger(st *store) *ledger {
 	// A record that does not decode failed the start already; one written
 	// since that does not charges nothing. Each watch runs one change at
 	// a time, under the journal's lock.
-	// Only what the charge needs (imageSize): a start replays every record.
-	var v struct {
-		Capacity   int64             `json:"capacity"`
-		Kind       kind              `json:"kind"`
-		Params     map[string]string `json:"params"`
-		AttachedTo string            `json:"attachedTo"`
-	}
 	var x struct {
 		DiskBytes int64 `json:"diskBytes"`
 	}
@@ -93,21 +90,28 @@ func newLedger(st *store) *ledger {
 		if raw == nil {
 			return 0, 0
 		}
-		v.Capacity, v.Kind, v.Params, v.AttachedTo = 0, "", nil, ""
-		_ = json.Unmarshal(raw, &v)
+		// The record's own decoder (volume.decodeRecord): a fifth of
+		// encoding/json's cost, which every create and delete paid here.
+		var v volume
+		_ = v.decodeRecord("", raw)
 		if v.AttachedTo != "" {
 			attached = 1
 		}
-		return (&volume{Capacity: v.Capacity, Kind: v.Kind, Params: v.Params}).imageSize(v.Capacity), attached
+		return v.imageSize(v.Capacity), attached
 	}
 	st.kvVolumes.Watch(func(_ string, old, new []byte) {
 		c0, a0 := volumeOf(old)
 		c1, a1 := volumeOf(new)
+		l.gen.Add(1)
 		l.durable.Add(c1 - c0)
 		l.attached.Add(a1 - a0)
+		l.gen.Add(1)
 	})
 	st.kvSnapshots.Watch(func(_ string, old, new []byte) {
-		l.durable.Add(chargeOf(new, &x.DiskBytes, &x) - chargeOf(old, &x.DiskBytes, &x))
+		c := chargeOf(new, &x.DiskBytes, &x) - chargeOf(old, &x.DiskBytes, &x)
+		l.gen.Add(1)
+		l.durable.Add(c)
+		l.gen.Add(1)
 	})
 	return l
 }
@@ -118,13 +122,17 @@ func newLedger(st *store) *ledger {
 //
 // Records become durable outside the ledger's lock (at the journal's
 // commit, which updates the total with the records under the journal's
-// lock), so the total and the reserved keys' charges are read as one
-// consistent view: the charges before and after the total must agree, else
-// a record that became durable in between would be counted in neither
-// (its charge covering the reservation, its bytes missing from the sum)
-// and a concurrent create could pass the limit. Records change rarely;
-// after a few disagreeing reads the earlier charges are used, which can
-// only count a record twice (refusing, never overcommitting).
+// lock, where the watches run), so the total and the reserved keys'
+// charges are read as one consistent view: no watch may have run between
+// the first charge read and the last (gen, a sequence count, is the same
+// even number before and after), else a record that became durable in
+// between could be counted in neither (its charge covering the
+// reservation, its bytes missing from the sum) and a concurrent create
+// could pass the limit. Each charge is then read once, where comparing
+// two reads of every charge cost a create two journal reads per call in
+// flight. After a few disturbed reads the charges are compared as
+// before; after more, the earlier charges are used, which can only count
+// a record twice (refusing, never overcommitting).
 func (l *ledger) account() (used, inflight int64) {
 	charges := func() map[string]int64 {
 		m := make(map[string]int64, len(l.reserved))
@@ -135,9 +143,16 @@ func (l *ledger) account() (used, inflight int64) {
 	}
 	var before map[string]int64
 	for try := 0; ; try++ {
+		g := l.gen.Load()
 		before = charges()
 		used = l.durable.Load()
-		if try == 8 || maps.Equal(before, charges()) {
+		if try < 4 {
+			if g%2 == 0 && l.gen.Load() == g {
+				break
+			}
+			continue
+		}
+		if try == 12 || maps.Equal(before, charges()) {
 			break
 		}
 	}

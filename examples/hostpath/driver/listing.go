@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // volumeListing is what ListVolumes returns of a volume record.
@@ -21,11 +22,14 @@ type volumeListing struct {
 // UnmarshalJSON decodes the listing's fields of a volume record, skipping
 // the others, without encoding/json's reflection and validation pass,
 // which cost ~2 µs a record: a ListVolumes page of 500 spent about
-// 1 ms decoding. A record is an object json.Marshal wrote (and that the
-// driver's start decoded in full), so what this does not expect — an
-// escape in a string it keeps, a key that matches one of its fields
-// only ignoring case, anything malformed — hands the record to
-// encoding/json, which decides.
+// 1 ms decoding. A record is an object json.Marshal wrote (checksummed
+// by the journal's log, and decoded in full at the driver's start), so
+// what this does not expect — an escape in a string it keeps, invalid
+// UTF-8, a key that matches one of its fields only ignoring case, a
+// malformed value of a field it keeps — hands the record to
+// encoding/json, which decides. The values of the other fields are
+// passed over, their structure followed but not validated: a record
+// malformed only there is listed where encoding/json would refuse it.
 func (l *volumeListing) UnmarshalJSON(raw []byte) error { return l.decodeRecord("", raw) }
 
 // decodeRecord is UnmarshalJSON for decodeAs, which calls it directly:
@@ -49,6 +53,81 @@ func (l *volumeListing) decodeRecord(key string, raw []byte) error {
 func fastListing(recordKey string, raw []byte, l *volumeListing) bool {
 	var out volumeListing
 	p := jsonScan{b: raw}
+	ok := p.object(func(key []byte) bool {
+		if string(key) == "capacity" {
+			n, ok := p.int()
+			out.Capacity = n
+			return ok
+		}
+		if handled, ok := p.listingField(recordKey, key, listingFields{&out.ID, &out.Kind, &out.FSType, &out.AttachedTo}); handled {
+			return ok
+		}
+		return p.skipUnknown(key, listingKeys)
+	})
+	if ok {
+		*l = out
+	}
+	return ok
+}
+
+// listingKeys are the JSON keys of a volume record that a listing keeps.
+var listingKeys = []string{"id", "capacity", "kind", "fsType", "attachedTo"}
+
+// listingFields points at where the string fields a listing keeps go.
+type listingFields struct {
+	id         *string
+	kind       *kind
+	fsType     *string
+	attachedTo *string
+}
+
+// listingField reads the value of key into out if key is one of the
+// string fields a listing keeps (id, kind, fsType, attachedTo), reporting
+// whether it was and whether the value read. An ID equal to recordKey is
+// that string; the usual kinds and filesystem types are constants.
+func (p *jsonScan) listingField(recordKey string, key []byte, out listingFields) (handled, ok bool) {
+	switch string(key) {
+	case "id", "kind", "fsType", "attachedTo":
+	default:
+		return false, false
+	}
+	v, ok := p.plainString()
+	if !ok {
+		return true, false
+	}
+	switch string(key) {
+	case "id":
+		if string(v) == recordKey {
+			*out.id = recordKey
+		} else {
+			*out.id = string(v)
+		}
+	case "kind":
+		*out.kind = internKind(v)
+	case "fsType":
+		*out.fsType = internFSType(v)
+	default:
+		*out.attachedTo = string(v)
+	}
+	return true, true
+}
+
+// skipUnknown passes over the value of a key no field takes, unless the
+// key matches one of fields ignoring case (encoding/json would fill that
+// field from it): then it reports false, for encoding/json to decide.
+func (p *jsonScan) skipUnknown(key []byte, fields []string) bool {
+	for _, f := range fields {
+		if strings.EqualFold(string(key), f) {
+			return false
+		}
+	}
+	return p.skip()
+}
+
+// object reads the JSON object that is the whole of p's input, calling
+// field with each key and p at the key's value; field reads the value and
+// reports whether it could.
+func (p *jsonScan) object(field func(key []byte) bool) bool {
 	if !p.byte('{') {
 		return false
 	}
@@ -57,44 +136,8 @@ func fastListing(recordKey string, raw []byte, l *volumeListing) bool {
 	} else {
 		for {
 			key, ok := p.plainString()
-			if !ok || !p.byte(':') {
+			if !ok || !p.byte(':') || !field(key) {
 				return false
-			}
-			switch string(key) {
-			case "id", "kind", "fsType", "attachedTo":
-				v, ok := p.plainString()
-				if !ok {
-					return false
-				}
-				switch string(key) {
-				case "id":
-					if string(v) == recordKey {
-						out.ID = recordKey
-					} else {
-						out.ID = string(v)
-					}
-				case "kind":
-					out.Kind = internKind(v)
-				case "fsType":
-					out.FSType = internFSType(v)
-				default:
-					out.AttachedTo = string(v)
-				}
-			case "capacity":
-				n, ok := p.int()
-				if !ok {
-					return false
-				}
-				out.Capacity = n
-			default:
-				for _, f := range []string{"id", "capacity", "kind", "fsType", "attachedTo"} {
-					if strings.EqualFold(string(key), f) {
-						return false
-					}
-				}
-				if !p.skip() {
-					return false
-				}
 			}
 			if p.byte(',') {
 				continue
@@ -106,11 +149,7 @@ func fastListing(recordKey string, raw []byte, l *volumeListing) bool {
 		}
 	}
 	p.ws()
-	if p.i != len(p.b) {
-		return false
-	}
-	*l = out
-	return true
+	return p.i == len(p.b)
 }
 
 // internKind returns the kind spelled v, without allocating for the
@@ -168,7 +207,8 @@ func (p *jsonScan) byte(c byte) bool {
 	return true
 }
 
-// plainString reads a string with no escapes and no control bytes.
+// plainString reads a string with no escapes, no control bytes and no
+// invalid UTF-8.
 func (p *jsonScan) plainString() ([]byte, bool) {
 	if !p.byte('"') {
 		return nil, false
@@ -178,10 +218,16 @@ func (p *jsonScan) plainString() ([]byte, bool) {
 		return nil, false
 	}
 	s := p.b[p.i : p.i+n]
+	ascii := true
 	for _, c := range s {
 		if c == '\\' || c < 0x20 {
 			return nil, false
 		}
+		ascii = ascii && c < utf8.RuneSelf
+	}
+	// encoding/json turns invalid UTF-8 into U+FFFD: let it.
+	if !ascii && !utf8.Valid(s) {
+		return nil, false
 	}
 	p.i += n + 1
 	return s, true
@@ -198,7 +244,7 @@ func (p *jsonScan) int() (int64, bool) {
 		j++
 	}
 	n, err := strconv.ParseInt(string(p.b[p.i:j]), 10, 64)
-	if err != nil {
+	if d := p.b[p.i:j]; err != nil || len(d) > 1 && d[0] == '0' || len(d) > 2 && d[0] == '-' && d[1] == '0' {
 		return 0, false
 	}
 	p.i = j
@@ -209,7 +255,10 @@ func (p *jsonScan) int() (int64, bool) {
 // (strings may hold escapes).
 func (p *jsonScan) skip() bool {
 	depth := 0
-	for p.ws(); p.i < len(p.b); {
+	if c := p.peek(); c == 0 || c == '}' || c == ']' || c == ',' {
+		return false // no value at all
+	}
+	for p.i < len(p.b) {
 		switch c := p.b[p.i]; c {
 		case '"':
 			p.i++
