@@ -84,10 +84,10 @@ func EnsureE2EBinaries(ctx context.Context, o BuildOptions) (string, error) {
 		name string
 		args []string
 	}{
-		{BinE2ETest, []string{"test", "-c", "-vet=off", "-tags", e2eSuiteTag, "-o", filepath.Join(dir, BinE2ETest) + ".tmp", e2eSuitePackage}},
-		{BinAgnhost, []string{"build", "-o", filepath.Join(dir, BinAgnhost) + ".tmp", "k8s.io/kubernetes/test/images/agnhost"}},
-		{BinKubectl, []string{"build", "-o", filepath.Join(dir, BinKubectl) + ".tmp", "k8s.io/kubernetes/cmd/kubectl"}},
-		{BinGinkgo, []string{"build", "-o", filepath.Join(dir, BinGinkgo) + ".tmp", "github.com/onsi/ginkgo/v2/ginkgo"}},
+		{BinE2ETest, []string{"test", "-c", "-vet=off", "-ldflags=-w", "-tags", e2eSuiteTag, "-o", filepath.Join(dir, BinE2ETest) + ".tmp", e2eSuitePackage}},
+		{BinAgnhost, []string{"build", "-ldflags=-w", "-o", filepath.Join(dir, BinAgnhost) + ".tmp", "k8s.io/kubernetes/test/images/agnhost"}},
+		{BinKubectl, []string{"build", "-ldflags=-w", "-o", filepath.Join(dir, BinKubectl) + ".tmp", "k8s.io/kubernetes/cmd/kubectl"}},
+		{BinGinkgo, []string{"build", "-ldflags=-w", "-o", filepath.Join(dir, BinGinkgo) + ".tmp", "github.com/onsi/ginkgo/v2/ginkgo"}},
 	} {
 		built := func() bool {
 			if len(missingIn(dir, []string{b.name})) > 0 {

@@ -16,6 +16,14 @@
 # them, a throwaway cluster started on the host's address and stopped at
 # the end (needs the Ceph packages of examples/rbd/test/ci.sh).
 #
+# FOCUS=ci runs the subset CI runs (.ci/run for hostpath's ext4 kind,
+# examples/rbd/test/ci.sh for rbd): provisioning (snapshot restore, clone),
+# snapshots, volume expansion (controller and node, file system and block),
+# volumeMode, volumes, subPath and fsGroup, each in the test patterns that
+# exercise it once (dynamic default fs, block and filesystem volmode,
+# allowExpansion, delete-policy snapshots), without the [Slow] specs (their
+# longer variants of the same checks): 37 specs for rbd where the same
+# suites in every pattern are 68.
 # FOCUS='provisioning|snapshottable' narrows the run (a regular expression
 # over the spec names, after External.Storage), SKIP adds to the skipped
 # specs ([Serial], [Disruptive], [Alpha] and features other than snapshots
@@ -29,6 +37,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 driver=${1:?usage: $0 hostpath|rbd [KIND]}
 kind=${2:-ext4}
+if [ "${FOCUS:-}" = ci ]; then
+	FOCUS='\[Testpattern: (Dynamic PV \((default fs|block volmode|filesystem volmode)\)(\(allowExpansion\))?|Dynamic Snapshot \(delete policy\))\] (provisioning|snapshottable|volume-expand|volumeMode|volumes|subPath|fsgroupchangepolicy) '
+	SKIP='\[Slow\]|\(block volmode\)\] provisioning '"${SKIP:+|$SKIP}"
+fi
 export PATH="$PATH:/usr/local/go/bin"
 out=${OUT:-$(mktemp -d /tmp/csikit-e2e-XXXXXX)}
 mkdir -p "$out"
