@@ -33,5 +33,16 @@ go run ./internal/buildtools -runtime
 echo "sanity/kube: binaries ready in $(( $(date +%s) - t ))s"
 
 go vet ./...
-go test -count=1 -timeout 25m ./...
+# -v, filtered to each test's result and duration (the whole log is shown
+# on a failure): where the step's time goes, run by run.
+log=$(mktemp)
+rc=0
+go test -count=1 -timeout 25m -v ./... >"$log" 2>&1 || rc=$?
+if [ "$rc" -ne 0 ]; then
+	cat "$log"; rm -f "$log"
+	echo "sanity/kube: go test failed (exit $rc) after $(( $(date +%s) - start ))s"
+	exit "$rc"
+fi
+grep -E '^(--- |ok|FAIL)' "$log" || true
+rm -f "$log"
 echo "sanity/kube: done in $(( $(date +%s) - start ))s"

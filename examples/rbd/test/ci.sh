@@ -32,9 +32,14 @@ else
 	done
 fi
 
-step "vet, staticcheck (-tags pacific)"
+step "vet, staticcheck (-tags pacific; staticcheck without test/kube)"
 go vet -tags pacific ./...
-go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 -tags pacific ./...
+# staticcheck leaves out test/kube (vetted above): its imports (sanity/kube,
+# client-go, the Kubernetes API types) more than double the analysis, 215
+# CPU-seconds without it and 452 with it on a fresh staticcheck cache,
+# for a package of test scenarios; sanity/kube, which it drives, is vetted
+# and not staticchecked either.
+go run honnef.co/go/tools/cmd/staticcheck@v0.8.2 -tags pacific $(go list -tags pacific ./... | grep -v '/test/kube$')
 
 step "start the throwaway Ceph cluster"
 dir=$(mktemp -d /tmp/csikit-ceph.XXXXXX)
