@@ -341,7 +341,10 @@ func decodeDev(d uint64) [2]uint32 {
 // size change, a monitoring agent's scan — are waited out: a device in
 // use is retried for up to DetachRetryWindow (or until ctx ends), and only
 // then refused, the error naming who holds it where that can be found
-// (processes with it open, a mount of it, a device-mapper holder).
+// (processes with it open, a mount of it, a device-mapper holder). One
+// exception to "exactly as it was": a device whose backing file cannot be
+// reached (on a dead FUSE mount, a failed file system) has no status to
+// restore, so a refusal leaves it marked to detach on its last close.
 func DetachLoop(ctx context.Context, dev string) error {
 	if err := checkLoopPath(dev); err != nil {
 		return err
@@ -364,6 +367,11 @@ func DetachLoop(ctx context.Context, dev string) error {
 			return err
 		}
 		if time.Now().Add(delay).After(deadline) {
+			if errors.Is(err, errLoopInUseUnreachable) {
+				return errorf(codes.FailedPrecondition, nil,
+					"loop device %s is in use (%s) after %s of retries and its backing file cannot be reached: it will detach when its last user closes it",
+					dev, loopHolders(dev), DetachRetryWindow)
+			}
 			return errorf(codes.FailedPrecondition, nil,
 				"loop device %s is in use (%s) after %s of retries: not detached; unmount it, close it and retry",
 				dev, loopHolders(dev), DetachRetryWindow)
@@ -387,6 +395,11 @@ const DetachRetryWindow = 2 * time.Second
 // errLoopInUse is detachLoopOnce's refusal: the device is held.
 var errLoopInUse = errors.New("loop device in use")
 
+// errLoopInUseUnreachable is errLoopInUse for a device whose backing file
+// cannot be reached: its status could not be read, so the autoclear flag
+// LOOP_CLR_FD set stays (the device detaches when its last user closes it).
+var errLoopInUseUnreachable = fmt.Errorf("%w, backing file unreachable", errLoopInUse)
+
 // detachLoopOnce is one attempt of DetachLoop; a device in use answers
 // errLoopInUse and is left as it was.
 func detachLoopOnce(ctx context.Context, dev string) error {
@@ -406,10 +419,12 @@ func detachLoopOnce(ctx context.Context, dev string) error {
 		return nil // not attached
 	}
 	// The kernel stats the backing file to answer the status: a file on a
-	// dead FUSE mount (ENOTCONN: rbd-fuse killed after a fence) or on a
-	// failed or vanished filesystem (EIO, ESTALE) cannot be stat'ed, yet
-	// its device can and must still be detached.
-	unreachable := errors.Is(err, unix.ENOTCONN) || errors.Is(err, unix.EIO) || errors.Is(err, unix.ESTALE)
+	// dead FUSE mount (ENOTCONN, or ECONNABORTED for a call in flight when
+	// the daemon died: rbd-fuse killed after a fence) or on a failed or
+	// vanished filesystem (EIO, ESTALE) cannot be stat'ed, yet its device
+	// can and must still be detached.
+	unreachable := errors.Is(err, unix.ENOTCONN) || errors.Is(err, unix.ECONNABORTED) ||
+		errors.Is(err, unix.EIO) || errors.Is(err, unix.ESTALE)
 	if err != nil && !unreachable {
 		return errorf(codes.Internal, err, "read status of %s", dev)
 	}
@@ -429,12 +444,14 @@ func detachLoopOnce(ctx context.Context, dev string) error {
 	if _, err := unix.IoctlLoopGetStatus64(fd); errors.Is(err, unix.ENXIO) {
 		return nil
 	} else if unreachable {
-		// Still bound (the kernel reached the backing file again), so
-		// others hold it. Its status could not be read to restore, so
+		// Still bound (the kernel answered the status this time, or
+		// failed it again), so others hold it: often briefly, e.g. a
+		// call that sat on the same dead FUSE mount and has yet to close
+		// the device. Its status could not be read to restore, so
 		// autoclear stays set: with a dead backing file, detaching when
-		// the last user closes it is all that is left to do.
-		return errorf(codes.FailedPrecondition, nil,
-			"loop device %s is in use (%s) and its backing file cannot be reached: it will detach when its last user closes it", dev, loopHolders(dev))
+		// the last user closes it is all that is left to do. DetachLoop
+		// retries: once the holder is gone, the device is too.
+		return errLoopInUseUnreachable
 	} else if err != nil {
 		return errorf(codes.Internal, err, "read status of %s after detaching", dev)
 	}

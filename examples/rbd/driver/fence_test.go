@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -216,7 +217,45 @@ func TestFenceRBDFuse(t *testing.T) {
 	}
 
 	// A's late unstage: cleans up its own mapping, leaves B's record.
+	// What CI met on the way: B's stage, searching for its own loop
+	// device, asked the kernel about A's (same image name, other rbd-fuse
+	// mount); that call stats A's backing file and sat on A's fenced,
+	// unanswering rbd-fuse, holding A's loop device open, until A's
+	// unstage killed the daemon, and the unstage's detach ran before the
+	// call's goroutine had closed the device. Here: A's daemon stopped
+	// (it answers nothing, as when fenced), a goroutine in the kernel's
+	// loop status call on A's device, closing it a moment after the
+	// daemon's death lets the call return. The unstage waits for it.
 	_, _ = a.NodeUnpublishVolume(ctx, &csi.NodeUnpublishVolumeRequest{VolumeId: vol, TargetPath: stA + ".dev"})
+	backing, err := os.ReadFile(filepath.Join(loopA, "loop", "backing_file"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidText, err := os.ReadFile(filepath.Dir(strings.TrimSpace(string(backing))) + ".pid")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fusePID, err := strconv.Atoi(strings.TrimSpace(string(pidText)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Kill(fusePID, unix.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Kill(fusePID, unix.SIGCONT) }) // the unstage kills it
+	time.Sleep(1500 * time.Millisecond)                        // past FUSE's attribute cache (1 s)
+	holderFD, err := unix.Open("/dev/"+filepath.Base(loopA), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := make(chan error, 1)
+	go func() {
+		_, err := unix.IoctlLoopGetStatus64(holderFD) // blocks on the stopped daemon
+		time.Sleep(200 * time.Millisecond)
+		unix.Close(holderFD)
+		held <- err
+	}()
+	t.Cleanup(func() { t.Logf("the holder's status call: %v", <-held) })
 	if _, err := a.NodeUnstageVolume(ctx, &csi.NodeUnstageVolumeRequest{VolumeId: vol, StagingTargetPath: stA}); err != nil {
 		t.Fatalf("A's unstage after the fence: %v", err)
 	}
