@@ -367,14 +367,12 @@ func DetachLoop(ctx context.Context, dev string) error {
 			return err
 		}
 		if time.Now().Add(delay).After(deadline) {
+			outcome := ": not detached; unmount it, close it and retry"
 			if errors.Is(err, errLoopInUseUnreachable) {
-				return errorf(codes.FailedPrecondition, nil,
-					"loop device %s is in use (%s) after %s of retries and its backing file cannot be reached: it will detach when its last user closes it",
-					dev, loopHolders(dev), DetachRetryWindow)
+				outcome = " and its backing file cannot be reached: it will detach when its last user closes it"
 			}
-			return errorf(codes.FailedPrecondition, nil,
-				"loop device %s is in use (%s) after %s of retries: not detached; unmount it, close it and retry",
-				dev, loopHolders(dev), DetachRetryWindow)
+			return errorf(codes.FailedPrecondition, nil, "loop device %s is in use (%s) after %s of retries%s",
+				dev, loopHolders(dev), DetachRetryWindow, outcome)
 		}
 		t := time.NewTimer(delay)
 		select {
