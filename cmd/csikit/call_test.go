@@ -179,7 +179,7 @@ func TestCallBadRequests(t *testing.T) {
 // TestHelpReadsLikeAManualPage checks every command's --help.
 func TestHelpReadsLikeAManualPage(t *testing.T) {
 	top := csikit(t, "help").want(t, 0)
-	for _, c := range []string{"call", "caps", "csidriver", "fences", "sanity", "testdriver", "unfence", "completion"} {
+	for _, c := range []string{"bench", "call", "caps", "csidriver", "fences", "sanity", "testdriver", "unfence", "completion"} {
 		if !strings.Contains(top.stdout, "\t"+c) {
 			t.Errorf("csikit help does not list %s:\n%s", c, top.stdout)
 		}

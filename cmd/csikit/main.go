@@ -4,7 +4,7 @@
 // csikit's conformance harness against it (sanity), prints the
 // Kubernetes CSIDriver object its capabilities imply (csidriver), and
 // lists and lifts the fences a csikit driver put between lost nodes and
-// volumes (fences, unfence).
+// volumes (fences, unfence), and measures drivers side by side (bench).
 //
 // Install it with
 //
@@ -67,7 +67,7 @@ type command struct {
 
 // commands returns every subcommand, sorted by name.
 func commands() []*command {
-	cs := []*command{callCommand(), capsCommand(), csidriverCommand(), fencesCommand(), sanityCommand(), testdriverCommand(), unfenceCommand(), completionCommand()}
+	cs := []*command{benchCommand(), callCommand(), capsCommand(), csidriverCommand(), fencesCommand(), sanityCommand(), testdriverCommand(), unfenceCommand(), completionCommand()}
 	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
 	return cs
 }
