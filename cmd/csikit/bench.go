@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -16,6 +17,8 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 )
 
 // Workloads of the bench command.
@@ -23,6 +26,7 @@ const (
 	workCreateDelete = "create-delete"
 	workProbe        = "probe"
 	workList         = "list"
+	workCall         = "call"
 )
 
 func benchCommand() *command {
@@ -55,6 +59,12 @@ list           each client pages through Controller.ListVolumes with
                last page; one operation is one page. Create the volumes
                beforehand: the latency at the top of the range (p99, max)
                is what a CO sees at the slowest offset.
+call           each client makes the unary call --method (any spelling
+               csikit call takes) with --request (protojson, "{}" by
+               default): the polling calls, such as
+               Controller.GetCapacity, Node.NodeGetCapabilities or
+               Identity.GetPluginInfo. Secrets go into the request's
+               secrets field, as with csikit call.
 
 The first failed call ends the bench with exit status 1 and prints the
 method, its gRPC code and message. LABEL names an endpoint in the output
@@ -65,12 +75,16 @@ method, its gRPC code and message. LABEL names an endpoint in the output
 		examples: `csikit bench --clients 8 --duration 10s --rounds 3 \
     csikit=/run/csikit/csi.sock upstream=/run/upstream/csi.sock
 csikit bench --workload probe --clients 1 /run/csi/csi.sock
-csikit bench --workload list --page 500 --clients 1 /run/csi/csi.sock`,
+csikit bench --workload list --page 500 --clients 1 /run/csi/csi.sock
+csikit bench --workload call --method Controller.GetCapacity --clients 1 \
+    csikit=/run/csikit/csi.sock upstream=/run/upstream/csi.sock`,
 		flags: func(fs *flag.FlagSet) func(*env, []string) int {
 			o := benchOptions{params: mapFlag{}}
 			var sf secretFlags
 			sf.add(fs)
-			fs.StringVar(&o.workload, "workload", workCreateDelete, "`NAME`: create-delete, probe or list")
+			fs.StringVar(&o.workload, "workload", workCreateDelete, "`NAME`: create-delete, probe, list or call")
+			fs.StringVar(&o.method, "method", "", "call: the unary `SERVICE.METHOD` to call")
+			fs.StringVar(&o.request, "request", "{}", "call: the request, as protojson `JSON`")
 			fs.IntVar(&o.clients, "clients", 8, "run `N` clients at once")
 			fs.DurationVar(&o.duration, "duration", 5*time.Second, "run each endpoint for `DURATION` per round")
 			fs.IntVar(&o.rounds, "rounds", 3, "run `N` interleaved rounds")
@@ -94,6 +108,15 @@ csikit bench --workload list --page 500 --clients 1 /run/csi/csi.sock`,
 					return exitUsage
 				}
 				o.secrets = sec
+				if o.workload == workCall {
+					if err := o.resolveCall(); err != nil {
+						e.errorf("bench: %v", err)
+						return exitUsage
+					}
+				} else if o.method != "" || o.request != "{}" {
+					e.errorf("bench: --method and --request are options of --workload call")
+					return exitUsage
+				}
 				return bench(e, o, args)
 			}
 		},
@@ -112,12 +135,47 @@ type benchOptions struct {
 	page     int
 	timeout  time.Duration
 	secrets  map[string]string
+	method   string
+	request  string
+	// call is the resolved --method and req its request (call workload).
+	call method
+	req  proto.Message
+}
+
+// resolveCall resolves --method and parses --request for it.
+func (o *benchOptions) resolveCall() error {
+	if o.method == "" {
+		return errors.New("--workload call needs --method SERVICE.METHOD")
+	}
+	m, err := resolve(o.method)
+	if err != nil {
+		return err
+	}
+	if m.Streaming() {
+		return fmt.Errorf("--method %s: a streaming method cannot be benched, only unary ones", m.Name())
+	}
+	req, err := m.NewRequest()
+	if err != nil {
+		return err
+	}
+	if err := protojson.Unmarshal([]byte(o.request), req); err != nil {
+		red := redactorFor(o.secrets)
+		return fmt.Errorf("--request is not a valid %s in protojson: %s\n\tits fields: %s",
+			req.ProtoReflect().Descriptor().FullName(), red.Redact(err.Error()), fieldList(req.ProtoReflect().Descriptor()))
+	}
+	if len(o.secrets) > 0 {
+		if err := putSecrets(req, o.secrets); err != nil {
+			return fmt.Errorf("%s: %w", m.Name(), err)
+		}
+	}
+	o.call, o.req = m, req
+	return nil
 }
 
 func (o benchOptions) check() error {
 	switch {
-	case o.workload != workCreateDelete && o.workload != workProbe && o.workload != workList:
-		return fmt.Errorf("--workload %q: want create-delete, probe or list", o.workload)
+	case o.workload != workCreateDelete && o.workload != workProbe && o.workload != workList && o.workload != workCall:
+		return fmt.Errorf("--workload %q: want create-delete, probe, list or call", o.workload)
 	case o.clients < 1:
 		return fmt.Errorf("--clients %d: want at least 1", o.clients)
 	case o.duration <= 0:
@@ -179,6 +237,10 @@ func bench(e *env, o benchOptions, args []string) int {
 		}
 		targets = append(targets, &benchTarget{label: label, endpoint: ep, conn: conn})
 	}
+	red := redactorFor(o.secrets)
+	if o.req != nil {
+		red = redactorFor(o.secrets, o.req) // and those written in --request
+	}
 	width := 0
 	for _, t := range targets {
 		width = max(width, len(t.label))
@@ -188,7 +250,8 @@ func bench(e *env, o benchOptions, args []string) int {
 		for _, t := range targets {
 			run, err := benchOnce(e.ctx, o, t.conn)
 			if err != nil {
-				e.errorf("bench: %s: %v", t.label, err)
+				// A driver's message may quote the secrets it was given.
+				e.errorf("bench: %s: %s", t.label, red.Redact(err.Error()))
 				return exitFail
 			}
 			t.runs = append(t.runs, run)
@@ -274,6 +337,8 @@ func benchOnce(ctx context.Context, o benchOptions, conn *grpc.ClientConn) (benc
 				mine, err = probeLoop(ctx, o, csi.NewIdentityClient(conn), deadline)
 			case workList:
 				mine, err = listLoop(ctx, o, csi.NewControllerClient(conn), deadline)
+			case workCall:
+				mine, err = callLoop(ctx, o, conn, deadline)
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -355,6 +420,29 @@ func probeLoop(ctx context.Context, o benchOptions, ic csi.IdentityClient, deadl
 				return lat, nil
 			}
 			return lat, callError("Identity.Probe", err)
+		}
+		lat = append(lat, time.Since(t0))
+	}
+	return lat, nil
+}
+
+// callLoop makes o.call with o.req until the deadline.
+func callLoop(ctx context.Context, o benchOptions, conn *grpc.ClientConn, deadline time.Time) ([]time.Duration, error) {
+	var lat []time.Duration
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		resp, err := o.call.NewResponse()
+		if err != nil {
+			return lat, err
+		}
+		t0 := time.Now()
+		cctx, cancel := context.WithTimeout(ctx, o.timeout)
+		err = conn.Invoke(cctx, o.call.FullMethod(), o.req, resp)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return lat, nil
+			}
+			return lat, callError(o.call.Name(), err)
 		}
 		lat = append(lat, time.Since(t0))
 	}

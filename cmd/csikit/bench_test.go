@@ -119,6 +119,25 @@ func TestBenchProbeAndList(t *testing.T) {
 	}
 }
 
+// TestBenchCall: any unary method; a driver error quoting the secrets
+// (given by file, by --secret and inside --request) is printed with every
+// one of them stripped.
+func TestBenchCall(t *testing.T) {
+	p := hostpath(t)
+	r := csikit(t, "bench", "--workload", "call", "--method", "Controller.GetCapacity", "--clients", "2", "--duration", "200ms", "--rounds", "1", "h="+p.Endpoint).want(t, 0)
+	if !regexp.MustCompile(`(?m)^round 1  h +[1-9]\d*\.\d ops/s`).MatchString(r.stdout) {
+		t.Errorf("call: got\n%s", r.stdout)
+	}
+	ep := servePlanted(t)
+	r = csikit(t, "bench", "--workload", "call", "--method", "nodestagevolume", "--duration", "1s",
+		"--request", `{"volumeId":"v1","stagingTargetPath":"/x","volumeCapability":{"mount":{},"accessMode":{"mode":"SINGLE_NODE_WRITER"}},"secrets":{"inline":"inline secret value"}}`,
+		"--secrets-file", secretsFile(t), "--secret", "extra="+hostileSecrets["token"], ep).want(t, 1)
+	noSecrets(t, r.stdout+r.stderr)
+	if strings.Contains(r.stderr, "inline secret value") || !strings.Contains(r.stderr, "Node.NodeStageVolume: PermissionDenied: login refused with") || !strings.Contains(r.stderr, "***stripped***") {
+		t.Errorf("got stderr %q, want the method, code and message with the secrets stripped", r.stderr)
+	}
+}
+
 func TestBenchUsage(t *testing.T) {
 	for _, args := range [][]string{
 		{"bench"},
@@ -129,6 +148,11 @@ func TestBenchUsage(t *testing.T) {
 		{"bench", "--page", "0", "/x.sock"},
 		{"bench", "--capacity", "-1", "/x.sock"},
 		{"bench", "--parameter", "novalue", "/x.sock"},
+		{"bench", "--workload", "call", "/x.sock"},
+		{"bench", "--workload", "call", "--method", "NoSuchMethod", "/x.sock"},
+		{"bench", "--workload", "call", "--method", "GetMetadataAllocated", "/x.sock"},
+		{"bench", "--workload", "call", "--method", "Probe", "--request", `{"nope":1}`, "/x.sock"},
+		{"bench", "--method", "Probe", "/x.sock"},
 	} {
 		if r := csikit(t, args...); r.code != 2 || !strings.Contains(r.stderr, "csikit") {
 			t.Errorf("csikit %q: got exit status %d and stderr %q, want 2 and a message", args, r.code, r.stderr)
