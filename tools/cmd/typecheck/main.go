@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 
 	"golang.org/x/tools/go/packages"
 )
@@ -63,7 +64,7 @@ func run(dir string, patterns []string, stdout, stderr io.Writer) int {
 			errs++
 		}
 	})
-	platform := goEnv("GOOS") + "/" + goEnv("GOARCH")
+	platform := goEnv("GOOS", runtime.GOOS) + "/" + goEnv("GOARCH", runtime.GOARCH)
 	if errs > 0 {
 		fmt.Fprintf(stderr, "typecheck: %d errors (%s)\n", errs, platform)
 		return 1
@@ -72,10 +73,11 @@ func run(dir string, patterns []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// goEnv is the platform variable k as set, or "host" when unset.
-func goEnv(k string) string {
+// goEnv is the platform variable k as set, or def, the platform this
+// command was built for (the go command's default too), when unset.
+func goEnv(k, def string) string {
 	if v := os.Getenv(k); v != "" {
 		return v
 	}
-	return "host"
+	return def
 }
