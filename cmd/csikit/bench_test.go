@@ -22,7 +22,7 @@ func noVolumesLeft(t *testing.T, ep string) {
 
 func TestBenchCreateDelete(t *testing.T) {
 	p := hostpath(t)
-	r := csikit(t, "bench", "--clients", "3", "--duration", "300ms", "--rounds", "2", "one="+p.Endpoint, "two="+p.Endpoint).want(t, 0)
+	r := csikit(t, "bench", "--clients", "3", "--duration", "1s", "--rounds", "2", "one="+p.Endpoint, "two="+p.Endpoint).want(t, 0)
 	// Every round runs every endpoint, in turn, and each did some cycles.
 	rounds := regexp.MustCompile(`(?m)^round (\d)  (one|two) +(\d+\.\d) ops/s  p50 \S+ +p99 \S+ +max \S+$`).FindAllStringSubmatch(r.stdout, -1)
 	if len(rounds) != 4 || rounds[0][1]+rounds[0][2] != "1one" || rounds[1][1]+rounds[1][2] != "1two" || rounds[3][1]+rounds[3][2] != "2two" {
