@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -108,13 +107,20 @@ csikit bench --workload call --method Controller.GetCapacity --clients 1 \
 					return exitUsage
 				}
 				o.secrets = sec
-				if o.workload == workCall {
+				if o.workload != workCall && (o.method != "" || o.request != "{}") {
+					e.errorf("bench: --method and --request are options of --workload call")
+					return exitUsage
+				}
+				if o.workload == workProbe {
+					o.method = "Identity.Probe" // a call like any other
+				}
+				if o.method != "" {
 					if err := o.resolveCall(); err != nil {
 						e.errorf("bench: %v", err)
 						return exitUsage
 					}
-				} else if o.method != "" || o.request != "{}" {
-					e.errorf("bench: --method and --request are options of --workload call")
+				} else if o.workload == workCall {
+					e.errorf("bench: --workload call needs --method SERVICE.METHOD")
 					return exitUsage
 				}
 				return bench(e, o, args)
@@ -137,16 +143,14 @@ type benchOptions struct {
 	secrets  map[string]string
 	method   string
 	request  string
-	// call is the resolved --method and req its request (call workload).
+	// call is the resolved --method and req its request (the call and
+	// probe workloads).
 	call method
 	req  proto.Message
 }
 
 // resolveCall resolves --method and parses --request for it.
 func (o *benchOptions) resolveCall() error {
-	if o.method == "" {
-		return errors.New("--workload call needs --method SERVICE.METHOD")
-	}
 	m, err := resolve(o.method)
 	if err != nil {
 		return err
@@ -194,9 +198,9 @@ func (o benchOptions) check() error {
 
 // benchTarget is one endpoint under test.
 type benchTarget struct {
-	label, endpoint string
-	conn            *grpc.ClientConn
-	runs            []benchRun
+	label string
+	conn  *grpc.ClientConn
+	runs  []benchRun
 }
 
 // benchRun is what one run of one endpoint measured.
@@ -235,7 +239,7 @@ func bench(e *env, o benchOptions, args []string) int {
 			e.errorf("bench: %s: %v", label, err)
 			return exitUsage
 		}
-		targets = append(targets, &benchTarget{label: label, endpoint: ep, conn: conn})
+		targets = append(targets, &benchTarget{label: label, conn: conn})
 	}
 	red := redactorFor(o.secrets)
 	if o.req != nil {
@@ -333,11 +337,9 @@ func benchOnce(ctx context.Context, o benchOptions, conn *grpc.ClientConn) (benc
 			switch o.workload {
 			case workCreateDelete:
 				mine, err = createDeleteLoop(ctx, o, csi.NewControllerClient(conn), fmt.Sprintf("%s-%d", prefix, c), deadline)
-			case workProbe:
-				mine, err = probeLoop(ctx, o, csi.NewIdentityClient(conn), deadline)
 			case workList:
 				mine, err = listLoop(ctx, o, csi.NewControllerClient(conn), deadline)
-			case workCall:
+			case workProbe, workCall:
 				mine, err = callLoop(ctx, o, conn, deadline)
 			}
 			mu.Lock()
@@ -407,36 +409,19 @@ func createDeleteLoop(ctx context.Context, o benchOptions, cc csi.ControllerClie
 	return lat, nil
 }
 
-// probeLoop calls Probe until the deadline.
-func probeLoop(ctx context.Context, o benchOptions, ic csi.IdentityClient, deadline time.Time) ([]time.Duration, error) {
-	var lat []time.Duration
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		t0 := time.Now()
-		cctx, cancel := context.WithTimeout(ctx, o.timeout)
-		_, err := ic.Probe(cctx, &csi.ProbeRequest{})
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				return lat, nil
-			}
-			return lat, callError("Identity.Probe", err)
-		}
-		lat = append(lat, time.Since(t0))
-	}
-	return lat, nil
-}
-
 // callLoop makes o.call with o.req until the deadline.
 func callLoop(ctx context.Context, o benchOptions, conn *grpc.ClientConn, deadline time.Time) ([]time.Duration, error) {
+	// One response message per client: unmarshalling resets it, and a
+	// registry lookup per call would be the client's cost, not the driver's.
+	resp, err := o.call.NewResponse()
+	if err != nil {
+		return nil, err
+	}
 	var lat []time.Duration
 	for time.Now().Before(deadline) && ctx.Err() == nil {
-		resp, err := o.call.NewResponse()
-		if err != nil {
-			return lat, err
-		}
 		t0 := time.Now()
 		cctx, cancel := context.WithTimeout(ctx, o.timeout)
-		err = conn.Invoke(cctx, o.call.FullMethod(), o.req, resp)
+		err := conn.Invoke(cctx, o.call.FullMethod(), o.req, resp)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
