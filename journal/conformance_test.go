@@ -18,27 +18,36 @@ func TestConformance(t *testing.T) {
 			MaxNameLen: journal.MaxKeyLen,
 		})
 	})
-	t.Run("file", func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "journal.db")
-		open := func(t *testing.T) *journal.File {
-			f, err := journal.OpenFile(path, journal.FileOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return f
-		}
-		cur := open(t)
-		t.Cleanup(func() { _ = cur.Close() })
-		journaltest.Run(t, journaltest.Options{
-			Open: func(*testing.T) journal.Journal { return cur },
-			Reopen: func(t *testing.T, j journal.Journal) journal.Journal {
-				if err := j.(*journal.File).Close(); err != nil {
+	for _, c := range []struct {
+		name string
+		opts journal.FileOptions
+	}{
+		{"file", journal.FileOptions{}},
+		{"file-volatile", journal.FileOptions{Volatile: []journal.Kind{journal.KindVolume, journal.KindSnapshot, journal.KindGroupSnapshot}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "journal.db")
+			open := func(t *testing.T) *journal.File {
+				f, err := journal.OpenFile(path, c.opts)
+				if err != nil {
 					t.Fatal(err)
 				}
-				cur = open(t)
-				return cur
-			},
-			MaxNameLen: journal.MaxKeyLen,
+				return f
+			}
+			cur := open(t)
+			t.Cleanup(func() { _ = cur.Close() })
+			journaltest.Run(t, journaltest.Options{
+				Open: func(*testing.T) journal.Journal { return cur },
+				Reopen: func(t *testing.T, j journal.Journal) journal.Journal {
+					if err := j.(*journal.File).Close(); err != nil {
+						t.Fatal(err)
+					}
+					cur = open(t)
+					return cur
+				},
+				MaxNameLen: journal.MaxKeyLen,
+				Volatile:   c.opts.Volatile != nil,
+			})
 		})
-	})
+	}
 }

@@ -29,8 +29,10 @@ import (
 
 const (
 	crashChildEnv = "CSIKIT_IDEMPOTENCY_CRASH_CHILD"
-	crashNames    = 48
-	crashWorkers  = 6
+	// crashVolatileEnv makes the child's reservations volatile.
+	crashVolatileEnv = "CSIKIT_JOURNAL_CRASH_VOLATILE"
+	crashNames       = 48
+	crashWorkers     = 6
 )
 
 func crashFingerprint(name string) []byte { return []byte("fp-" + name) }
@@ -38,7 +40,7 @@ func crashFingerprint(name string) []byte { return []byte("fp-" + name) }
 // crashChild runs in the child process until it is killed.
 func crashChild() {
 	path := os.Getenv(crashChildEnv)
-	j, err := journal.OpenFile(path, journal.FileOptions{})
+	j, err := journal.OpenFile(path, crashOptions(os.Getenv(crashVolatileEnv) != ""))
 	if err != nil {
 		fmt.Printf("BUG open: %v\n", err)
 		os.Exit(2)
@@ -102,7 +104,23 @@ type crashState struct {
 	committed bool
 }
 
+// crashOptions opens the crash test's journal, with volatile volume
+// reservations or not.
+func crashOptions(volatile bool) journal.FileOptions {
+	if volatile {
+		return journal.FileOptions{Volatile: []journal.Kind{journal.KindVolume}}
+	}
+	return journal.FileOptions{}
+}
+
 func TestCrashDuringReserveCommit(t *testing.T) {
+	t.Run("durable", func(t *testing.T) { crashDuringReserveCommit(t, false) })
+	// Volatile reservations: a SIGKILL loses exactly the uncommitted ones;
+	// every acknowledged commit and release survives it.
+	t.Run("volatile", func(t *testing.T) { crashDuringReserveCommit(t, true) })
+}
+
+func crashDuringReserveCommit(t *testing.T, volatile bool) {
 	if testing.Short() {
 		t.Skip("crash test re-executes the test binary; skipped in -short mode")
 	}
@@ -111,7 +129,7 @@ func TestCrashDuringReserveCommit(t *testing.T) {
 	const iterations = 40
 	var ops, midway int
 	for it := range iterations {
-		acked, inflight, out := runCrashChild(t, path, time.Duration(5+rand.IntN(60))*time.Millisecond)
+		acked, inflight, out := runCrashChild(t, path, volatile, time.Duration(5+rand.IntN(60))*time.Millisecond)
 		for _, l := range out {
 			if strings.HasPrefix(l, "BUG") {
 				t.Fatalf("iteration %d: child reported %s", it, l)
@@ -122,7 +140,20 @@ func TestCrashDuringReserveCommit(t *testing.T) {
 		for _, a := range acked {
 			model[a.name] = a.after
 		}
-		j, err := journal.OpenFile(path, journal.FileOptions{})
+		if volatile {
+			// The restart forgets every reservation not committed.
+			for name, st := range model {
+				if !st.committed {
+					model[name] = crashState{}
+				}
+			}
+			for name, st := range inflight {
+				if !st.committed {
+					inflight[name] = crashState{}
+				}
+			}
+		}
+		j, err := journal.OpenFile(path, crashOptions(volatile))
 		if err != nil {
 			t.Fatalf("iteration %d: reopen: %v", it, err)
 		}
@@ -175,10 +206,13 @@ type crashOp struct {
 // runCrashChild starts a child on path, kills it delay after its first
 // acknowledged operation, and returns the acknowledged operations in order, the state
 // each in-flight operation would leave, and the raw lines.
-func runCrashChild(t *testing.T, path string, delay time.Duration) (acked []crashOp, inflight map[string]crashState, lines []string) {
+func runCrashChild(t *testing.T, path string, volatile bool, delay time.Duration) (acked []crashOp, inflight map[string]crashState, lines []string) {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), crashChildEnv+"="+path)
+	if volatile {
+		cmd.Env = append(cmd.Env, crashVolatileEnv+"=1")
+	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

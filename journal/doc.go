@@ -19,7 +19,10 @@
 //     CO's polling sees them become ready).
 //
 // A retry after a crash, between reserve and commit, finds the reservation
-// and passes the same ID to the driver, so no second object is made. A
+// and passes the same ID to the driver, so no second object is made. (A
+// File can instead hold chosen kinds' reservations in memory until their
+// commit, FileOptions.Volatile: one flush per create, and a driver that
+// removes at start what no record names.) A
 // delete releases the binding after the driver succeeds. Kind.NameKey and
 // Kind.IDKey are the lock keys (package locks) of a kind's names and IDs,
 // which a create and a delete of the same object both take.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -21,6 +22,22 @@ type FileOptions struct {
 	LockTimeout time.Duration
 	// Mode is the file's permission bits when it is created. Default 0600.
 	Mode os.FileMode
+	// Volatile lists the kinds whose reservations are held in memory
+	// until their Commit, which then writes the reservation and the
+	// commit in one append and one flush: a create waits for one flush
+	// instead of two. Committed records, and releases, are as durable as
+	// ever; what is given up is the reservation of a create in flight at a
+	// crash. Such a create never answered, and its retry gets a new ID, so
+	// whatever it had made under the old ID is named by no record: a
+	// driver that sets Volatile must remove, at start and before it
+	// serves, every backend object of these kinds that no committed
+	// record (and no durable reservation from before the option was set)
+	// names — examples/hostpath lists its three data directories. Sweep
+	// still cleans the volatile reservations a running process holds.
+	// Use it only where the backend's objects can be listed cheaply and
+	// completely. KindFence cannot be volatile: a reserved fence record
+	// stands for a node treated as fenced.
+	Volatile []Kind
 }
 
 // File is a crash-safe Journal in one file, for single-node drivers.
@@ -46,6 +63,18 @@ type FileOptions struct {
 type File struct {
 	db       *kvlog.DB
 	watchErr atomic.Pointer[error] // a KV.Watch that could not read the values
+
+	// volatile[k] says kind k's reservations are held in memory
+	// (FileOptions.Volatile); pending holds them until their commit.
+	volatile [lastKind + 1]bool
+	pmu      sync.Mutex
+	pending  [lastKind + 1]pendingSet
+}
+
+// pendingSet is one kind's volatile reservations, by name and by ID.
+type pendingSet struct {
+	names map[string]Record
+	ids   map[string]string // ID → name
 }
 
 var bucketNames = map[Kind][2]string{
@@ -59,11 +88,20 @@ var bucketNames = map[Kind][2]string{
 // done. A file damaged in the middle (not merely torn at the end by a
 // crash) is refused with an error rather than opened without its records.
 func OpenFile(path string, o FileOptions) (*File, error) {
+	j := &File{}
+	for _, k := range o.Volatile {
+		if !k.valid() || k == KindFence {
+			return nil, fmt.Errorf("journal: open journal: %s reservations cannot be volatile", k)
+		}
+		j.volatile[k] = true
+		j.pending[k] = pendingSet{names: map[string]Record{}, ids: map[string]string{}}
+	}
 	db, err := kvlog.Open(path, kvlog.Options{LockTimeout: o.LockTimeout, Mode: o.Mode})
 	if err != nil {
 		return nil, fmt.Errorf("journal: open journal: %w", err)
 	}
-	return &File{db: db}, nil
+	j.db = db
+	return j, nil
 }
 
 // Close closes the file after the commit in progress. Calls after Close
@@ -145,6 +183,9 @@ func (j *File) Reserve(ctx context.Context, r Reservation) (Record, error) {
 		}
 		return rec, err
 	}
+	if j.volatile[r.Kind] {
+		return j.reserveVolatile(r)
+	}
 	var out Record
 	err := j.db.Update(func(tx *kvlog.Tx) error {
 		b := bucketNames[r.Kind]
@@ -174,6 +215,101 @@ func (j *File) Reserve(ctx context.Context, r Reservation) (Record, error) {
 	return out, nil
 }
 
+// reserveVolatile reserves r in memory (FileOptions.Volatile). The
+// pending set's lock is held across the look at the file, so two
+// reservations of one name or one ID cannot both succeed; a Commit adds
+// to the file before it drops its pending entry, so a name or ID is
+// always in one of the two.
+func (j *File) reserveVolatile(r Reservation) (Record, error) {
+	j.pmu.Lock()
+	defer j.pmu.Unlock()
+	p := j.pending[r.Kind]
+	if rec, ok := p.names[r.Name]; ok {
+		if !sameFingerprint(rec.Fingerprint, r.Fingerprint) {
+			return rec, mismatch(rec)
+		}
+		return rec, nil
+	}
+	var (
+		durable, taken bool
+		rec            Record
+		owner          string
+	)
+	b := bucketNames[r.Kind]
+	err := j.db.View(func(rd kvlog.Reader) error {
+		if v := rd.Get(b[0], r.Name); v != nil {
+			durable = true
+			var err error
+			rec, err = decodeRecord(r.Kind, []byte(r.Name), v)
+			return err
+		}
+		if o := rd.Get(b[1], r.ID); o != nil {
+			taken, owner = true, string(o)
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return Record{}, storageErr("reserve", err)
+	case durable:
+		if !sameFingerprint(rec.Fingerprint, r.Fingerprint) {
+			return rec, mismatch(rec)
+		}
+		return rec, nil
+	case taken:
+		return Record{}, idTaken(r.Kind, r.ID, owner, r.Name)
+	}
+	if o, ok := p.ids[r.ID]; ok {
+		return Record{}, idTaken(r.Kind, r.ID, o, r.Name)
+	}
+	rec = Record{Kind: r.Kind, Name: r.Name, ID: r.ID, Fingerprint: r.Fingerprint, Reserved: time.Now()}
+	p.names[r.Name] = rec
+	p.ids[r.ID] = r.Name
+	rec.Fresh = true
+	return rec, nil
+}
+
+// pendingName returns kind's volatile reservation of name, if any.
+func (j *File) pendingName(kind Kind, name string) (Record, bool) {
+	if !j.volatile[kind] {
+		return Record{}, false
+	}
+	j.pmu.Lock()
+	defer j.pmu.Unlock()
+	rec, ok := j.pending[kind].names[name]
+	return rec, ok
+}
+
+// pendingID returns the volatile reservation holding kind's id, if any.
+func (j *File) pendingID(kind Kind, id string) (Record, bool) {
+	if !j.volatile[kind] {
+		return Record{}, false
+	}
+	j.pmu.Lock()
+	defer j.pmu.Unlock()
+	p := j.pending[kind]
+	name, ok := p.ids[id]
+	if !ok {
+		return Record{}, false
+	}
+	return p.names[name], true
+}
+
+// dropPending forgets kind's volatile reservation of name if it still
+// binds id.
+func (j *File) dropPending(kind Kind, name, id string) {
+	if !j.volatile[kind] {
+		return
+	}
+	j.pmu.Lock()
+	defer j.pmu.Unlock()
+	p := j.pending[kind]
+	if rec, ok := p.names[name]; ok && rec.ID == id {
+		delete(p.names, name)
+		delete(p.ids, id)
+	}
+}
+
 // Commit implements Journal.
 func (j *File) Commit(ctx context.Context, kind Kind, name, id string, response []byte) error {
 	if err := checkArgs(ctx, kind, name); err != nil {
@@ -183,17 +319,27 @@ func (j *File) Commit(ctx context.Context, kind Kind, name, id string, response 
 		return err
 	}
 	// The driver's deferred KV writes join the commit (see KV.DeferPut).
+	pend, pending := j.pendingName(kind, name)
+	if other, ok := j.pendingID(kind, id); ok && other.Name != name {
+		return idTaken(kind, id, other.Name, name)
+	}
 	cw := callWritesFrom(ctx)
 	ops := cw.take(j)
 	err := j.db.Update(func(tx *kvlog.Tx) error {
 		b := bucketNames[kind]
-		v := tx.Get(b[0], name)
-		if v == nil {
+		var rec Record
+		if v := tx.Get(b[0], name); v != nil {
+			var err error
+			if rec, err = decodeRecord(kind, []byte(name), v); err != nil {
+				return err
+			}
+		} else if pending {
+			// The volatile reservation becomes durable with its commit.
+			rec = pend
+			rec.Fresh = false
+			tx.Put(b[1], rec.ID, []byte(name))
+		} else {
 			return noReservation(kind, name)
-		}
-		rec, err := decodeRecord(kind, []byte(name), v)
-		if err != nil {
-			return err
 		}
 		if id != rec.ID {
 			if owner := tx.Get(b[1], id); owner != nil && string(owner) != name {
@@ -211,8 +357,12 @@ func (j *File) Commit(ctx context.Context, kind Kind, name, id string, response 
 	})
 	if err != nil {
 		cw.putBack(ops) // the interceptor's final flush retries them alone
+		return storageErr("commit", err)
 	}
-	return storageErr("commit", err)
+	if pending {
+		j.dropPending(kind, name, pend.ID)
+	}
+	return nil
 }
 
 // LookupName implements Journal.
@@ -231,6 +381,9 @@ func (j *File) LookupName(ctx context.Context, kind Kind, name string) (rec Reco
 	})
 	if err != nil {
 		return Record{}, false, storageErr("lookup", err)
+	}
+	if !ok {
+		rec, ok = j.pendingName(kind, name)
 	}
 	return rec, ok, nil
 }
@@ -257,6 +410,9 @@ func (j *File) LookupID(ctx context.Context, kind Kind, id string) (rec Record, 
 	if err != nil {
 		return Record{}, false, storageErr("lookup", err)
 	}
+	if !ok {
+		rec, ok = j.pendingID(kind, id)
+	}
 	return rec, ok, nil
 }
 
@@ -264,6 +420,9 @@ func (j *File) LookupID(ctx context.Context, kind Kind, id string) (rec Record, 
 func (j *File) Release(ctx context.Context, kind Kind, id string) error {
 	if err := checkArgs(ctx, kind, id); err != nil {
 		return err
+	}
+	if rec, ok := j.pendingID(kind, id); ok {
+		j.dropPending(kind, rec.Name, id) // nothing of it is in the file
 	}
 	// Nothing to write for an ID the journal does not hold. A look at the
 	// index, not LookupID: the record need not be read and decoded.
@@ -319,8 +478,27 @@ func (j *File) Uncommitted(ctx context.Context, kind Kind, reservedBefore time.T
 	if err != nil {
 		return nil, storageErr("list", err)
 	}
+	for _, rec := range j.pendingRecords(kind) {
+		if rec.Reserved.Before(reservedBefore) {
+			out = append(out, rec)
+		}
+	}
 	sortOldestFirst(out)
 	return out, nil
+}
+
+// pendingRecords returns kind's volatile reservations.
+func (j *File) pendingRecords(kind Kind) []Record {
+	if !j.volatile[kind] {
+		return nil
+	}
+	j.pmu.Lock()
+	defer j.pmu.Unlock()
+	out := make([]Record, 0, len(j.pending[kind].names))
+	for _, rec := range j.pending[kind].names {
+		out = append(out, rec)
+	}
+	return out
 }
 
 // Records implements RecordLister.
@@ -342,5 +520,5 @@ func (j *File) Records(ctx context.Context, kind Kind) ([]Record, error) {
 	if err != nil {
 		return nil, storageErr("list", err)
 	}
-	return out, nil
+	return append(out, j.pendingRecords(kind)...), nil
 }

@@ -1,8 +1,10 @@
 package journal_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -275,5 +277,62 @@ func BenchmarkJournalReserveCommit(b *testing.B) {
 				benchReserveCommit(b, stores()[name](b), parallel)
 			})
 		}
+	}
+}
+
+// TestFileVolatile: a volatile reservation writes nothing to the file
+// (the point of the option: one flush per create), its commit writes the
+// reservation with it, and fence records refuse to be volatile.
+func TestFileVolatile(t *testing.T) {
+	ctx := context.Background()
+	if _, err := journal.OpenFile(filepath.Join(t.TempDir(), "j.db"), journal.FileOptions{Volatile: []journal.Kind{journal.KindFence}}); err == nil {
+		t.Error("OpenFile took volatile fence records")
+	}
+	for _, volatile := range []bool{false, true} {
+		path := filepath.Join(t.TempDir(), "j.db")
+		o := journal.FileOptions{}
+		if volatile {
+			o.Volatile = []journal.Kind{journal.KindVolume}
+		}
+		j, err := journal.OpenFile(path, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, err := j.Reserve(ctx, journal.Reservation{Kind: journal.KindVolume, Name: "pvc-1", Fingerprint: []byte("f"), ID: "vol-1"})
+		if err != nil || !rec.Fresh {
+			t.Fatalf("volatile=%v: Reserve: %+v, %v", volatile, rec, err)
+		}
+		after, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if wrote := !bytes.Equal(before, after); wrote == volatile {
+			t.Errorf("volatile=%v: Reserve wrote to the file: %v", volatile, wrote)
+		}
+		if got, ok, err := j.LookupID(ctx, journal.KindVolume, "vol-1"); !ok || err != nil || got.Name != "pvc-1" || got.Committed {
+			t.Errorf("volatile=%v: LookupID of the reservation: %+v, %v, %v", volatile, got, ok, err)
+		}
+		if err := j.Commit(ctx, journal.KindVolume, "pvc-1", "vol-1", []byte("r")); err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Close(); err != nil {
+			t.Fatal(err)
+		}
+		j, err = journal.OpenFile(path, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Check(); err != nil {
+			t.Errorf("volatile=%v: %v", volatile, err)
+		}
+		got, ok, err := j.LookupID(ctx, journal.KindVolume, "vol-1")
+		if !ok || err != nil || got.Name != "pvc-1" || !got.Committed || string(got.Response) != "r" || got.Reserved.IsZero() {
+			t.Errorf("volatile=%v: after commit and reopen: %+v, %v, %v", volatile, got, ok, err)
+		}
+		j.Close()
 	}
 }

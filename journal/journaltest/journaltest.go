@@ -39,6 +39,10 @@ type Options struct {
 	// connection), so Run checks that records survive it. A store that
 	// cannot be reopened leaves it nil and the case is not run.
 	Reopen func(t *testing.T, j journal.Journal) journal.Journal
+	// Volatile says reservations of KindVolume are held in memory until
+	// their commit (journal.FileOptions.Volatile), so a reservation never
+	// committed is gone after Reopen, and the name is free to bind anew.
+	Volatile bool
 	// MaxNameLen is the longest name Run stores. The CSI spec asks plugins
 	// to accept names of 128 bytes; a journal that stores longer ones
 	// raises it. Default 128.
@@ -469,9 +473,21 @@ func reopen(t *testing.T, o Options) {
 	if err != nil || rec.ID != cid || !rec.Committed || string(rec.Response) != "resp" {
 		t.Errorf("committed record after reopen: got %+v, %v; want committed %q with its response", rec, err, cid)
 	}
-	rec, err = j2.Reserve(ctx, reservation(journal.KindVolume, rname, "fr", n.id(journal.KindVolume, "r-retry")))
-	if err != nil || rec.ID != rid || rec.Committed || rec.Fresh {
-		t.Errorf("reservation after reopen: got %+v, %v; want the uncommitted %q, not fresh", rec, err, rid)
+	if o.Volatile {
+		// A create in flight at a crash: its retry gets a new ID.
+		if _, ok, err := j2.LookupID(ctx, journal.KindVolume, rid); ok || err != nil {
+			t.Errorf("volatile reservation's ID after reopen: LookupID found it (%v), want it gone", err)
+		}
+		retry := n.id(journal.KindVolume, "r-retry")
+		rec, err = j2.Reserve(ctx, reservation(journal.KindVolume, rname, "fr", retry))
+		if err != nil || rec.ID != retry || rec.Committed || !rec.Fresh {
+			t.Errorf("volatile reservation after reopen: got %+v, %v; want a fresh one of %q", rec, err, retry)
+		}
+	} else {
+		rec, err = j2.Reserve(ctx, reservation(journal.KindVolume, rname, "fr", n.id(journal.KindVolume, "r-retry")))
+		if err != nil || rec.ID != rid || rec.Committed || rec.Fresh {
+			t.Errorf("reservation after reopen: got %+v, %v; want the uncommitted %q, not fresh", rec, err, rid)
+		}
 	}
 	_, err = j2.Reserve(ctx, reservation(journal.KindVolume, rname, "other", n.id(journal.KindVolume, "r-other")))
 	wantCode(t, "Reserve with another fingerprint after reopen", err, codes.AlreadyExists)
