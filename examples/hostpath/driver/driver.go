@@ -131,7 +131,7 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 			return nil, fmt.Errorf("hostpath: %w", err)
 		}
 	}
-	j, err := journal.OpenFile(filepath.Join(opts.StateDir, "journal.db"), journal.FileOptions{})
+	j, err := journal.OpenFile(filepath.Join(opts.StateDir, "journal.db"), journal.FileOptions{Volatile: volatileKinds})
 	if err != nil {
 		return nil, fmt.Errorf("hostpath: journal: %w", err)
 	}
@@ -154,6 +154,10 @@ func New(ctx context.Context, opts Options) (*Driver, error) {
 	if err != nil {
 		j.Close()
 		return nil, err
+	}
+	if err := d.removeOrphans(ctx); err != nil {
+		j.Close()
+		return nil, fmt.Errorf("hostpath: remove the data of creates a crash cut short: %w", err)
 	}
 	d.checkQuotas(ctx)
 	d.measureSnapshots(ctx)
