@@ -138,6 +138,19 @@ func (kv *KV) Get(ctx context.Context, key string) (value []byte, ok bool, err e
 	return value, ok, err
 }
 
+// Has reports whether a durable value is stored under key (not a call's
+// deferred writes). It looks only at the index in memory: no read of the
+// file, so it is the cheap test of a key's existence, say for every
+// object a driver finds at its start.
+func (kv *KV) Has(key string) bool {
+	var ok bool
+	_ = kv.j.db.View(func(r kvlog.Reader) error {
+		ok = r.Has(kv.bucket, key)
+		return nil
+	})
+	return ok
+}
+
 // ForEach calls fn for every key in key order, on one consistent view of
 // the durable values (not a call's deferred writes); value is valid only
 // during the call and must not be modified. Keys are held in memory,

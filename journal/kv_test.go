@@ -72,6 +72,9 @@ func TestKVSurvivesReopenAndSharesTheFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !kv.Has("v63") || kv.Has("v07") || other.Has("v63") {
+		t.Errorf("Has: v63 %v (want true), deleted v07 %v, v63 in another space %v (want false)", kv.Has("v63"), kv.Has("v07"), other.Has("v63"))
+	}
 	n := 0
 	other.ForEach(func(string, []byte) error { n++; return nil })
 	if n != 0 {

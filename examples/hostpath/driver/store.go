@@ -290,6 +290,11 @@ func (s *store) volume(id string) (volume, bool) {
 	return s.volumes.get(context.Background(), id)
 }
 
+// hasVolume and hasSnapshot report whether the object has a durable
+// record, from the journal's index alone (no read, no decode).
+func (s *store) hasVolume(id string) bool   { return s.kvVolumes.Has(id) }
+func (s *store) hasSnapshot(id string) bool { return s.kvSnapshots.Has(id) }
+
 // snapshot returns a copy of the snapshot's durable metadata.
 func (s *store) snapshot(id string) (snapshot, bool) {
 	return s.snapshots.get(context.Background(), id)
