@@ -281,6 +281,7 @@ func (db *DB) finishCompaction(c *compaction) (replaced bool, err error) {
 	// one written since, with the tail.
 	locs := make([][]loc, 0, len(db.buckets))
 	var names []string
+	var counts []int // each bucket's values out of key order
 	misplaced := 0
 	for b, ks := range db.buckets {
 		i := slices.Index(c.buckets, b)
@@ -290,7 +291,7 @@ func (db *DB) finishCompaction(c *compaction) (replaced bool, err error) {
 			keys, from, to = c.keys[i], c.from[i], c.to[i]
 		}
 		ls := make([]loc, 0, ks.len())
-		j := 0
+		j, n := 0, 0
 		var bad error
 		ks.ascend("", func(k string, l loc) bool {
 			for j < len(keys) && keys[j] < k {
@@ -302,7 +303,7 @@ func (db *DB) finishCompaction(c *compaction) (replaced bool, err error) {
 					bad = fmt.Errorf("kvlog: the file would pass %d bytes", int64(maxOff))
 				}
 				ls = append(ls, mkloc(l.off()+shift, l.len()))
-				misplaced++
+				n++
 			case j < len(keys) && keys[j] == k && from[j] == l:
 				ls = append(ls, to[j])
 			default:
@@ -313,7 +314,8 @@ func (db *DB) finishCompaction(c *compaction) (replaced bool, err error) {
 		if bad != nil {
 			return false, bad
 		}
-		names, locs = append(names, b), append(locs, ls)
+		names, locs, counts = append(names, b), append(locs, ls), append(counts, n)
+		misplaced += n
 	}
 	if _, err := c.f.WriteAt(header(&c.salt, snapshot), 0); err != nil {
 		return false, err
@@ -332,6 +334,7 @@ func (db *DB) finishCompaction(c *compaction) (replaced bool, err error) {
 	db.f = c.f
 	for i, b := range names {
 		db.buckets[b].setInOrder(locs[i])
+		db.buckets[b].misplaced = counts[i]
 	}
 	db.mu.Unlock()
 	old.Close()

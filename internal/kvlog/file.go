@@ -146,14 +146,18 @@ func (db *DB) load() error {
 		}
 		slices.Sort(keys)
 		locs := make([]loc, len(keys))
+		misplaced := 0
 		for i, k := range keys {
 			locs[i] = m[k]
 			if locs[i].off() >= db.sorted {
-				db.misplaced++
+				misplaced++
 			}
 		}
 		db.keys += len(keys)
-		db.buckets[strings.Clone(b)] = newKeysetSorted(keys, locs)
+		db.misplaced += misplaced
+		ks := newKeysetSorted(keys, locs)
+		ks.misplaced = misplaced
+		db.buckets[strings.Clone(b)] = ks
 	}
 	db.end, db.size = off, w.size
 	if db.size%sector != 0 {
@@ -378,17 +382,23 @@ func syncDir(dir string) error {
 }
 
 // placement counts the live keys and those whose values lie at or after
-// db.sorted (see DB.misplaced), for Verify. Called with mu held.
-func (db *DB) placement() (keys, misplaced int) {
-	for _, ks := range db.buckets {
+// db.sorted (see DB.misplaced), for Verify; a bucket whose own count is
+// wrong is an error. Called with mu held.
+func (db *DB) placement() (keys, misplaced int, err error) {
+	for b, ks := range db.buckets {
 		keys += ks.len()
+		n := 0
 		ks.all(func(_ string, l loc) {
 			if l.off() >= db.sorted {
-				misplaced++
+				n++
 			}
 		})
+		if n != ks.misplaced {
+			err = fmt.Errorf("kvlog: bucket %q has %d values out of key order, counted as %d", b, n, ks.misplaced)
+		}
+		misplaced += n
 	}
-	return keys, misplaced
+	return keys, misplaced, err
 }
 
 // frame returns the record for payload, padded to a sector boundary.
@@ -451,7 +461,11 @@ func (db *DB) Verify() error {
 	}
 	db.mu.RLock()
 	defer db.mu.RUnlock()
-	if keys, misplaced := db.placement(); keys != db.keys || misplaced != db.misplaced {
+	keys, misplaced, err := db.placement()
+	if err != nil {
+		return err
+	}
+	if keys != db.keys || misplaced != db.misplaced {
 		return fmt.Errorf("kvlog: %d keys, %d of them out of key order, counted as %d and %d", keys, misplaced, db.keys, db.misplaced)
 	}
 	for b, ks := range db.buckets {

@@ -34,6 +34,10 @@ type keyset struct {
 	byHash map[uint64]uint32 // key hash → first entry number with that hash
 	chunks [][]uint32        // entry numbers in key order, each chunk sorted and non-empty
 	n      int               // live keys
+	// misplaced counts this bucket's live values at or after DB.sorted
+	// (see DB.misplaced): a bucket can be scattered while the store as a
+	// whole is not, when its values were rewritten and others were not.
+	misplaced int
 	live   int               // bytes of live keys
 	dead   int               // bytes of deleted keys still in the blocks
 }

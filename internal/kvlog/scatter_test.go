@@ -187,3 +187,55 @@ func TestSortedFileDamagedAtOpen(t *testing.T) {
 		})
 	}
 }
+
+// TestScatteredBucketCompacts: one bucket's values rewritten (a driver
+// updating every volume record) while a larger bucket beside it stays in
+// place. The store's count stays under a quarter, but the rewritten
+// bucket's walks would read every value on its own; its own count must
+// trigger the sorting compaction.
+func TestScatteredBucketCompacts(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "db")
+	o := Options{SortAt: 100}
+	db := open(t, path, o)
+	if err := db.Update(func(tx *Tx) error {
+		for i := 0; i < 1000; i++ {
+			tx.Put("names", scatterKey(i), []byte(strings.Repeat("n", 40)))
+		}
+		for i := 0; i < 300; i++ {
+			tx.Put("vol", scatterKey(i), []byte(strings.Repeat("v", 100)))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	put(t, db, "other", "k", "v") // the first write after: sorts the file
+	db.settle()
+	if db.snapshot == 0 || db.misplaced > 1 {
+		t.Fatalf("the set-up did not sort the file: %d snapshot records, %d values out of order", db.snapshot, db.misplaced)
+	}
+	for i := 0; i < 300; i++ {
+		put(t, db, "vol", scatterKey((i*7)%300), strings.Repeat("w", 100))
+		db.settle()
+		if ks := db.buckets["vol"]; ks.misplaced > ks.len()/4+3 {
+			t.Fatalf("after %d rewrites %d of the bucket's %d values are out of key order (the store's: %d of %d), want at most a quarter",
+				i+1, ks.misplaced, ks.len(), db.misplaced, db.keys)
+		}
+	}
+	if ks := db.buckets["vol"]; outOfOrder(db, "vol") > 2*ks.misplaced {
+		t.Errorf("a walk of the bucket goes back %d times, more than twice its %d values written since the last compaction", outOfOrder(db, "vol"), ks.misplaced)
+	}
+	if err := db.Verify(); err != nil { // each bucket's count too
+		t.Fatal(err)
+	}
+	counts := map[string]int{}
+	for b, ks := range db.buckets {
+		counts[b] = ks.misplaced
+	}
+	db.Close()
+	db = open(t, path, o)
+	for b, ks := range db.buckets {
+		if ks.misplaced != counts[b] {
+			t.Errorf("reopened: bucket %s has %d values out of order, %d before", b, ks.misplaced, counts[b])
+		}
+	}
+}
