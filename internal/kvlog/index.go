@@ -38,8 +38,8 @@ type keyset struct {
 	// (see DB.misplaced): a bucket can be scattered while the store as a
 	// whole is not, when its values were rewritten and others were not.
 	misplaced int
-	live   int               // bytes of live keys
-	dead   int               // bytes of deleted keys still in the blocks
+	live      int // bytes of live keys
+	dead      int // bytes of deleted keys still in the blocks
 }
 
 // entry is one key of a keyset.
