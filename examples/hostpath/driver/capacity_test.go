@@ -45,7 +45,7 @@ func TestCapacityConcurrentClones(t *testing.T) {
 	for i := range data {
 		data[i] = byte(i)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "state", "volumes", srcID, "data"), data, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(volDir(t, s, filepath.Join(dir, "state"), srcID), "data"), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 
@@ -197,7 +197,7 @@ func TestSnapshotsAreChargedTheirBytesOnDisk(t *testing.T) {
 	for i := range data {
 		data[i] = byte(i * 7)
 	}
-	if err := os.WriteFile(filepath.Join(state, "volumes", src, "data"), data, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(volDir(t, s, state, src), "data"), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	before := availableCapacity(t, s)
@@ -262,7 +262,7 @@ func TestSnapshotsRecordedUnchargedAreMeasuredAtStart(t *testing.T) {
 	s := serve(t, dir, opts)
 	ctx := context.Background()
 	src := createVol(t, s, "src", 8<<20, capFor(false, ""), nil)
-	if err := os.WriteFile(filepath.Join(state, "volumes", src, "data"), make([]byte, filled), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(volDir(t, s, state, src), "data"), make([]byte, filled), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	x, err := s.ctl.CreateSnapshot(ctx, &csi.CreateSnapshotRequest{Name: "old", SourceVolumeId: src})

@@ -57,8 +57,11 @@ func (d *Driver) CreateVolume(ctx context.Context, r *csi.CreateVolumeRequest) (
 	if v, ok := d.store.volume(id); ok {
 		return &csi.CreateVolumeResponse{Volume: d.csiVolume(&v, r.GetVolumeContentSource())}, nil
 	}
+	// An empty directory volume's directory is made at its first stage
+	// (Lazy): a volume created and deleted unused, as provisioning churn
+	// and tests do, then touches no directory.
 	v := &volume{ID: id, Name: r.GetName(), Capacity: size, Kind: k, FSType: fsType,
-		Params: keys.StripReserved(r.GetParameters()), Created: time.Now().UTC()}
+		Params: keys.StripReserved(r.GetParameters()), Created: time.Now().UTC(), Lazy: k == kindDir}
 	if err := d.checkMutable(r.GetMutableParameters()); err != nil {
 		return nil, err
 	}
@@ -220,7 +223,8 @@ func (d *Driver) DeleteVolume(ctx context.Context, r *csi.DeleteVolumeRequest) (
 	if len(v.Published) > 0 {
 		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is still published on node %s: unpublish it first", id, d.opts.NodeID)
 	}
-	if _, err := os.Stat(d.stagedMarker(id)); err == nil {
+	// A Lazy volume was never staged: its first stage makes it not Lazy.
+	if _, err := os.Stat(d.stagedMarker(id)); !v.Lazy && err == nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is still staged on node %s: unstage it first", id, d.opts.NodeID)
 	}
 	if err := d.detachIfAttached(ctx, &v); err != nil {

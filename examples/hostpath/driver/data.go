@@ -25,7 +25,7 @@ func (d *Driver) createData(ctx context.Context, v *volume, src *csi.VolumeConte
 	if err != nil {
 		return err
 	}
-	if from != "" {
+	if fromKind != "" {
 		if fromKind != v.Kind && (fromKind == kindBlock || v.Kind == kindBlock) {
 			return status.Errorf(codes.InvalidArgument, "cannot create a %s volume from a %s source", v.Kind, fromKind)
 		}
@@ -42,16 +42,12 @@ func (d *Driver) createData(ctx context.Context, v *volume, src *csi.VolumeConte
 	}
 	switch v.Kind {
 	case kindDir:
+		if v.Lazy && from == "" {
+			return nil // made at the first stage (materialize)
+		}
+		v.Lazy = false
 		dir := d.volumeDir(v.ID)
-		if err := os.Mkdir(dir, 0o777); err != nil && !os.IsExist(err) {
-			return status.Errorf(codes.Internal, "create volume directory: %v", err)
-		}
-		if err := os.Chmod(dir, 0o777); err != nil { // the pod's user must be able to write
-			return status.Errorf(codes.Internal, "create volume directory: %v", err)
-		}
-		// The limit comes first, so a copy into the directory is held to
-		// it as the pod's writes will be.
-		if err := d.limitDir(ctx, v, dir); err != nil {
+		if err := d.makeDir(ctx, v, dir); err != nil {
 			return err
 		}
 		if from != "" {
@@ -81,7 +77,68 @@ func (d *Driver) createData(ctx context.Context, v *volume, src *csi.VolumeConte
 	}
 }
 
-// source resolves a content source to the path holding its data.
+// makeDir makes a directory volume's directory, writable by the pod's
+// user, and limits it to the volume's capacity (the limit comes first, so
+// a copy into the directory is held to it as the pod's writes will be).
+// A directory that exists (an earlier attempt's) is taken as it is.
+func (d *Driver) makeDir(ctx context.Context, v *volume, dir string) error {
+	if err := os.Mkdir(dir, 0o777); err != nil && !os.IsExist(err) {
+		return status.Errorf(codes.Internal, "create volume directory: %v", err)
+	}
+	if err := os.Chmod(dir, 0o777); err != nil { // the pod's user must be able to write
+		return status.Errorf(codes.Internal, "create volume directory: %v", err)
+	}
+	return d.limitDir(ctx, v, dir)
+}
+
+// materialize makes a Lazy directory volume's directory, at its first
+// stage: made, limited, and its entry flushed to disk before the record
+// says the volume has it, so a crash cannot leave a volume marked as
+// having a directory it never got. A crash between the two leaves the
+// directory with the volume still Lazy; the next stage takes it as it is.
+// v must be the volume's current record, read under its lock.
+func (d *Driver) materialize(ctx context.Context, v *volume) error {
+	if v.Kind != kindDir || !v.Lazy {
+		return nil
+	}
+	if err := d.makeDir(ctx, v, d.volumeDir(v.ID)); err != nil {
+		return err
+	}
+	if err := syncDir(d.volumesRoot()); err != nil {
+		return status.Errorf(codes.Internal, "create volume directory: %v", err)
+	}
+	x := *v
+	x.Lazy = false
+	if err := d.store.putVolume(ctx, &x); err != nil {
+		return status.Errorf(codes.Internal, "record the directory of volume %s: %v", v.ID, err)
+	}
+	*v = x
+	return nil
+}
+
+// dirData is where a directory volume's data is, or "" for a Lazy volume
+// whose directory is not made (its data is empty).
+func (d *Driver) dirData(v *volume) string {
+	dir := d.volumeDir(v.ID)
+	if v.Lazy && !exists(dir) {
+		return ""
+	}
+	return dir
+}
+
+// syncDir flushes a directory's entries to disk.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
+}
+
+// source resolves a content source to the path holding its data; the
+// path is "" for a source with no data yet (a Lazy volume), whose kind
+// and size are still given.
 func (d *Driver) source(src *csi.VolumeContentSource) (path string, k kind, size int64, err error) {
 	switch {
 	case src == nil:
@@ -100,7 +157,7 @@ func (d *Driver) source(src *csi.VolumeContentSource) (path string, k kind, size
 			return "", "", 0, status.Errorf(codes.NotFound, "source volume %q does not exist", id)
 		}
 		if v.Kind == kindDir {
-			return d.volumeDir(v.ID), v.Kind, v.Capacity, nil
+			return d.dirData(&v), v.Kind, v.Capacity, nil
 		}
 		return d.volumeImage(v.ID), v.Kind, v.Capacity, nil
 	}

@@ -175,7 +175,7 @@ func TestAcknowledgedStateSurvivesFullDisk(t *testing.T) {
 	if again, err := s.ctl.CreateVolume(ctx, req); err != nil || again.GetVolume().GetVolumeId() != id {
 		t.Errorf("CreateVolume replayed after a restart: %v, %v; want volume %s", again.GetVolume().GetVolumeId(), err, id)
 	}
-	if err := os.WriteFile(filepath.Join(state, "volumes", id, "data"), bytes.Repeat([]byte("data"), 1<<18), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(volDir(t, s, state, id), "data"), bytes.Repeat([]byte("data"), 1<<18), 0o644); err != nil {
 		t.Fatal(err)
 	}
 

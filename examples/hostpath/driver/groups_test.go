@@ -48,7 +48,7 @@ func TestGroupDeleteLocksItsMembers(t *testing.T) {
 	var srcs []string
 	for _, name := range []string{"a", "b"} {
 		id := createVol(t, s, name, 16<<20, capFor(false, ""), nil)
-		if err := os.WriteFile(filepath.Join(state, "volumes", id, "data"), data, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(volDir(t, s, state, id), "data"), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		srcs = append(srcs, id)

@@ -48,7 +48,10 @@ func (d *Driver) backendHealth(ctx context.Context, id string) ([]*healthEntry, 
 		return nil, err
 	}
 	if v.Kind == kindDir {
-		return dirDataHealth(d.volumeDir(v.ID)), nil
+		if dir := d.dirData(&v); dir != "" {
+			return dirDataHealth(dir), nil
+		}
+		return nil, nil // Lazy: no directory yet, and nothing to lose
 	}
 	img := d.volumeImage(v.ID)
 	out := imageHealth(img, v.Capacity)

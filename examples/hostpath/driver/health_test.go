@@ -97,8 +97,8 @@ func TestVolumeHealth(t *testing.T) {
 
 	t.Run("directory data unreadable", func(t *testing.T) {
 		id := createVol(t, s, "dir-unreadable", 1<<20, capFor(false, ""), nil)
-		wantHealth(t, s, id, "", "", "", "")
-		deadFUSE(t, filepath.Join(state, "volumes", id)) // every access: ENOTCONN
+		wantHealth(t, s, id, "", "", "", "") // never staged: no directory yet, healthy
+		deadFUSE(t, volDir(t, s, state, id)) // every access: ENOTCONN
 		wantHealth(t, s, id, "", "", "INACCESSIBLE/DataUnreadable", "INACCESSIBLE/DataUnreadable")
 	})
 

@@ -5,6 +5,7 @@ package driver_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
@@ -104,4 +105,15 @@ func createVol(tb testing.TB, s *served, name string, size int64, c *csi.VolumeC
 		tb.Fatalf("CreateVolume %s: %v", name, err)
 	}
 	return resp.GetVolume().GetVolumeId()
+}
+
+// volDir materializes directory volume id (its directory is made at the
+// first stage: see volume.Lazy) and returns its directory under state,
+// for tests that write into it directly.
+func volDir(tb testing.TB, s *served, state, id string) string {
+	tb.Helper()
+	if err := s.d.Materialize(context.Background(), id); err != nil {
+		tb.Fatalf("materialize volume %s: %v", id, err)
+	}
+	return filepath.Join(state, "volumes", id)
 }

@@ -71,6 +71,9 @@ func (d *Driver) NodeStageVolume(ctx context.Context, r *csi.NodeStageVolumeRequ
 		if err := mount.CheckBindFlags(flags); err != nil {
 			return nil, err
 		}
+		if err := d.materialize(ctx, &v); err != nil {
+			return nil, err
+		}
 		err = d.mounter.Publish(ctx, mount.PublishOptions{Source: d.volumeDir(v.ID), Target: staging, AllowUnmountedSource: true, MountFlags: flags})
 		mounted = err == nil
 	case kindBlock:
@@ -155,7 +158,11 @@ func (d *Driver) checkFSType(v *volume, fsType string, staged bool) error {
 		have = v.FSType
 	case v.Kind == kindDir:
 		var err error
-		if have, err = fsTypeOf(d.volumeDir(v.ID)); err != nil {
+		dir := d.dirData(v)
+		if dir == "" {
+			dir = d.volumesRoot() // where a Lazy volume's directory will be
+		}
+		if have, err = fsTypeOf(dir); err != nil {
 			return status.Errorf(codes.Internal, "find the filesystem of volume %s: %v", v.ID, err)
 		}
 	}
@@ -418,9 +425,11 @@ func (d *Driver) NodeGetVolumeStats(ctx context.Context, r *csi.NodeGetVolumeSta
 	// volume's own tree (fstree.Usage: allocated blocks, no symlinks
 	// followed, no mounts crossed), so it tracks the volume's writes and
 	// nobody else's.
-	u, err := fstree.Usage(ctx, d.volumeDir(v.ID))
-	if err != nil {
-		return nil, err
+	var u fstree.UsageStats
+	if dir := d.dirData(&v); dir != "" { // else Lazy: nothing written
+		if u, err = fstree.Usage(ctx, dir); err != nil {
+			return nil, err
+		}
 	}
 	for _, e := range resp.GetUsage() {
 		if e.GetUnit() == csi.VolumeUsage_BYTES {

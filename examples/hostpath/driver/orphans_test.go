@@ -36,8 +36,9 @@ func TestStartRemovesOrphans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	keepDir := volDir(t, s, state, keep)
 	s.stop()
-	if err := os.WriteFile(filepath.Join(state, "volumes", keep, "data"), []byte("mine"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(keepDir, "data"), []byte("mine"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 

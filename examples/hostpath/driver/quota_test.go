@@ -247,7 +247,7 @@ func TestDirectoryVolumeNoQuota(t *testing.T) {
 	if got := strings.Count(log.String(), "capacity is accounted but not enforced"); got != 1 {
 		t.Errorf("the driver said %d times that capacity is not enforced, want once; log:\n%s", got, log.String())
 	}
-	if err := os.WriteFile(filepath.Join(root, "state", "volumes", ids[0], "f"), make([]byte, 2*capacity), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(volDir(t, s, filepath.Join(root, "state"), ids[0]), "f"), make([]byte, 2*capacity), 0o644); err != nil {
 		t.Errorf("writing beyond the capacity without quotas: %v, want today's behaviour (no limit)", err)
 	}
 }

@@ -97,6 +97,7 @@ func TestStateObjects(t *testing.T) {
 		t.Fatalf("got objects %q in a fresh state directory, want none", got)
 	}
 	dirVol := createVol(t, s, "objs-dir", 16<<20, capFor(false, ""), nil)
+	volDir(t, s, state, dirVol) // a stage makes its directory
 	blockVol := createVol(t, s, "objs-block", 16<<20, capFor(true, ""), nil)
 	fsVol := createVol(t, s, "objs-ext4", 16<<20, capFor(false, "ext4"), nil)
 	snap, err := s.ctl.CreateSnapshot(context.Background(), &csi.CreateSnapshotRequest{Name: "objs-snap", SourceVolumeId: fsVol})

@@ -57,11 +57,13 @@ func (d *Driver) snapshotVolume(ctx context.Context, id, name, sourceID, groupID
 	}
 	src := d.volumeImage(v.ID)
 	if v.Kind == kindDir {
-		src = d.volumeDir(v.ID)
+		src = d.dirData(&v) // "": a Lazy volume, empty
 	}
-	estimate, err := diskBytes(ctx, src, v.Kind)
-	if err != nil {
-		return nil, status.Errorf(status.Code(err), "measure volume %s: %v", v.ID, err)
+	var estimate int64
+	if src != "" {
+		if estimate, err = diskBytes(ctx, src, v.Kind); err != nil {
+			return nil, status.Errorf(status.Code(err), "measure volume %s: %v", v.ID, err)
+		}
 	}
 	key := snapshotKey(id)
 	if err := d.reserveCapacity(key, estimate); err != nil {
@@ -69,7 +71,17 @@ func (d *Driver) snapshotVolume(ctx context.Context, id, name, sourceID, groupID
 	}
 	d.step("snapshot:reserved")
 	dst := d.snapshotPath(id, v.Kind)
-	if v.Kind == kindDir {
+	switch {
+	case src == "":
+		// A volume never staged holds nothing: its snapshot is an empty
+		// directory, with the mode of the volume's directory-to-be.
+		if err = os.Mkdir(dst, 0o777); err == nil {
+			err = os.Chmod(dst, 0o777)
+		}
+		if err != nil {
+			err = status.Errorf(codes.Internal, "snapshot of volume %s: %v", v.ID, err)
+		}
+	case v.Kind == kindDir:
 		// A directory volume holds no more than its capacity (its quota
 		// sees to it; without quotas, the snapshot refuses a volume
 		// filled beyond it).
@@ -77,7 +89,7 @@ func (d *Driver) snapshotVolume(ctx context.Context, id, name, sourceID, groupID
 		if status.Code(err) == codes.OutOfRange {
 			err = status.Errorf(codes.FailedPrecondition, "volume %s holds more than its capacity of %d bytes: %v", v.ID, v.Capacity, err)
 		}
-	} else {
+	default:
 		err = copyFile(ctx, d.volumeImage(v.ID), dst)
 	}
 	if err == nil {

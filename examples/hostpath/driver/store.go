@@ -33,6 +33,13 @@ type volume struct {
 	AttachedTo string            `json:"attachedTo,omitempty"`
 	AttachedRO bool              `json:"attachedRO,omitempty"`
 	Ephemeral  bool              `json:"ephemeral,omitempty"`
+	// Lazy marks a directory volume whose directory is not made yet: an
+	// empty directory volume is made at its first stage (materialize),
+	// not by CreateVolume, so a volume created and deleted unused costs
+	// no directory operations. Until then its data is empty: a snapshot
+	// or clone of it is empty too. A volume whose directory is gone and
+	// that is not Lazy has lost its data.
+	Lazy bool `json:"lazy,omitempty"`
 	// ProjectID is the filesystem project limiting a directory volume to
 	// its capacity (0: none, the filesystem has no project quotas).
 	ProjectID uint32    `json:"projectId,omitempty"`

@@ -45,6 +45,7 @@ func TestSweepAbandoned(t *testing.T) {
 		return ""
 	}
 	kept := create("kept")
+	volDir(t, s, state, kept) // made, as by a stage: the sweep must not take it
 
 	j := d.Journal()
 	reserve := func(kind journal.Kind, name, id string, leftovers ...string) {

@@ -68,7 +68,7 @@ func TestCloneNeverCopiesHostFiles(t *testing.T) {
 	}
 	const size = 64 << 20
 	src := createVol(t, s, "tenant", size, capFor(false, ""), nil)
-	srcDir := filepath.Join(state, "volumes", src)
+	srcDir := volDir(t, s, state, src)
 	const files = 64
 	for i := 0; i < files; i++ {
 		if err := os.WriteFile(filepath.Join(srcDir, fmt.Sprintf("f%d", i)), []byte("tenant data"), 0o644); err != nil {
@@ -186,7 +186,7 @@ func TestDeleteNeverRemovesThroughMounts(t *testing.T) {
 
 	t.Run("DeleteVolume", func(t *testing.T) {
 		id := createVol(t, s, "mnt-below", 1<<20, capFor(false, ""), nil)
-		m := mountBelow(t, filepath.Join(state, "volumes", id))
+		m := mountBelow(t, volDir(t, s, state, id))
 		_, err := s.ctl.DeleteVolume(ctx, &csi.DeleteVolumeRequest{VolumeId: id})
 		wantRefused(t, "DeleteVolume", err, m)
 		if _, err := s.ctl.ControllerGetVolume(ctx, &csi.ControllerGetVolumeRequest{VolumeId: id}); err != nil {
@@ -247,7 +247,7 @@ func TestCopyIsBoundedByBytesOnDisk(t *testing.T) {
 	ctx := context.Background()
 
 	src := createVol(t, s, "sparse", 16<<20, capFor(false, ""), nil)
-	f, err := os.Create(filepath.Join(state, "volumes", src, "sparse"))
+	f, err := os.Create(filepath.Join(volDir(t, s, state, src), "sparse"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +279,7 @@ func TestCopyIsBoundedByBytesOnDisk(t *testing.T) {
 	// nothing stops it) cannot be cloned into that capacity, although its
 	// nominal size would fit.
 	over := createVol(t, s, "overfull", 1<<20, capFor(false, ""), nil)
-	if err := os.WriteFile(filepath.Join(state, "volumes", over, "big"), bytes.Repeat([]byte{1}, 4<<20), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(volDir(t, s, state, over), "big"), bytes.Repeat([]byte{1}, 4<<20), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	_, err = s.ctl.CreateVolume(ctx, &csi.CreateVolumeRequest{Name: "too-small",

@@ -53,6 +53,8 @@ func fastVolume(recordKey string, raw []byte, v *volume) bool {
 			out.AttachedRO, ok = p.bool()
 		case "ephemeral":
 			out.Ephemeral, ok = p.bool()
+		case "lazy":
+			out.Lazy, ok = p.bool()
 		case "created":
 			// time.Time's own decoder, as encoding/json calls it.
 			start := p.peekAt()
