@@ -43,7 +43,9 @@ type FileOptions struct {
 // File is a crash-safe Journal in one file, for single-node drivers.
 //
 // The file is an append-only log of checksummed batches over an in-memory
-// index: every change is flushed (fdatasync) before the call returns, and
+// index: every change is flushed (fdatasync) before the call returns (a
+// volatile reservation, FileOptions.Volatile, is written only with its
+// commit), and
 // after a crash or SIGKILL at any instant the file replays to the state
 // before or after each change, never a torn one. Concurrent writers share
 // one append and one flush (group commit): a lone caller commits at once,

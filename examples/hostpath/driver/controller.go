@@ -223,9 +223,12 @@ func (d *Driver) DeleteVolume(ctx context.Context, r *csi.DeleteVolumeRequest) (
 	if len(v.Published) > 0 {
 		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is still published on node %s: unpublish it first", id, d.opts.NodeID)
 	}
-	// A Lazy volume was never staged: its first stage makes it not Lazy.
-	if _, err := os.Stat(d.stagedMarker(id)); !v.Lazy && err == nil {
-		return nil, status.Errorf(codes.FailedPrecondition, "volume %s is still staged on node %s: unstage it first", id, d.opts.NodeID)
+	// A Lazy volume was never staged (its first stage makes it not
+	// Lazy): no marker to look for.
+	if !v.Lazy {
+		if _, err := os.Stat(d.stagedMarker(id)); err == nil {
+			return nil, status.Errorf(codes.FailedPrecondition, "volume %s is still staged on node %s: unstage it first", id, d.opts.NodeID)
+		}
 	}
 	if err := d.detachIfAttached(ctx, &v); err != nil {
 		return nil, err
