@@ -13,7 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/csikit/csikit/sanity/kube"
 )
@@ -186,5 +188,43 @@ func TestDeleteClaims(t *testing.T) {
 	}
 	if err := env.DeleteClaims(ctx, 300*time.Millisecond, "ns1"); err == nil || !strings.Contains(err.Error(), "pv-1(Released)") {
 		t.Errorf("a PV left: %v, want an error naming it", err)
+	}
+}
+
+// TestDeletePodsDeletesRecreatedPods: a pod that a controller recreates
+// after DeletePods deleted its predecessor (a lagging deployment
+// controller: here the first delete of the driver's controller pod brings
+// a replacement) is deleted too, and DeletePods returns once no pod is
+// left; the volume's consumer goes first.
+func TestDeletePodsDeletesRecreatedPods(t *testing.T) {
+	ctx := context.Background()
+	consumer := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "user"},
+		Spec: corev1.PodSpec{Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}}}
+	cs := fake.NewClientset(consumer, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "drv", Name: "controller-1"}})
+	var deleted []string
+	cs.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, k8sruntime.Object, error) {
+		name := a.(k8stesting.DeleteAction).GetName()
+		deleted = append(deleted, name)
+		if name == "controller-1" {
+			if err := cs.Tracker().Add(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "drv", Name: "controller-2"}}); err != nil {
+				t.Error(err)
+			}
+		}
+		return false, nil, nil // the tracker deletes it
+	})
+	env := &kube.Env{Client: cs}
+	if err := env.DeletePods(ctx, 10*time.Second); err != nil {
+		t.Fatalf("DeletePods: %v", err)
+	}
+	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != 0 {
+		t.Errorf("%d pods left after DeletePods, first %s/%s", len(pods.Items), pods.Items[0].Namespace, pods.Items[0].Name)
+	}
+	if want := []string{"user", "controller-1", "controller-2"}; strings.Join(deleted, " ") != strings.Join(want, " ") {
+		t.Errorf("pods deleted in the order %v, want %v", deleted, want)
 	}
 }

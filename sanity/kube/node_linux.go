@@ -793,20 +793,50 @@ func (n *node) sharedLeftovers() []string {
 // outlive the pods whose volumes it unpublishes, or kubelet's unmount
 // fails and the pods never go. Call it while the driver still runs, e.g.
 // in a Cleanup registered after the driver's.
+//
+// Each round deletes again, about once a second, what it selects and is
+// still there: a controller whose cache lags behind the deletion of its
+// owner (the deployment controller, on a loaded machine) can recreate a
+// ReplicaSet, and with it a pod, after the round's first pass. Only the
+// garbage collector would delete those, and CI saw it leave one for the
+// whole timeout.
 func (e *Env) DeletePods(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if err := e.deleteWorkloads(ctx, usesVolumes); err != nil {
+	if err := e.deleteUntilGone(ctx, timeout, usesVolumes, "pods with volumes"); err != nil {
 		return err
 	}
-	if err := e.waitPodsGone(ctx, timeout, usesVolumes, "pods with volumes"); err != nil {
+	return e.deleteUntilGone(ctx, timeout, func(corev1.PodSpec) bool { return true }, "pods")
+}
+
+// redeleteEvery is how often deleteUntilGone deletes again what is left.
+const redeleteEvery = time.Second
+
+// deleteUntilGone deletes the workloads and pods that match selects
+// (deleteWorkloads) until none of those pods is left, again every
+// redeleteEvery while some are.
+func (e *Env) deleteUntilGone(ctx context.Context, timeout time.Duration, match func(corev1.PodSpec) bool, what string) error {
+	if err := e.deleteWorkloads(ctx, match); err != nil {
 		return err
 	}
-	all := func(corev1.PodSpec) bool { return true }
-	if err := e.deleteWorkloads(ctx, all); err != nil {
-		return err
+	last := time.Now()
+	err := Poll(ctx, timeout, func(ctx context.Context) (bool, string, error) {
+		left, err := e.podsLeft(ctx, match)
+		if err != nil || len(left) == 0 {
+			return err == nil, "", err
+		}
+		if time.Since(last) >= redeleteEvery {
+			last = time.Now()
+			if err := e.deleteWorkloads(ctx, match); err != nil {
+				return false, fmt.Sprintf("%s left: %v", what, left), err
+			}
+		}
+		return false, fmt.Sprintf("%s left: %v", what, left), nil
+	})
+	if err != nil {
+		return fmt.Errorf("kube: %s not deleted: %w", what, err)
 	}
-	return e.waitPodsGone(ctx, timeout, all, "pods")
+	return nil
 }
 
 // usesVolumes reports whether a pod of this spec has a volume that a CSI
@@ -908,25 +938,19 @@ func (e *Env) deleteWorkloads(ctx context.Context, match func(corev1.PodSpec) bo
 	return nil
 }
 
-// waitPodsGone polls until no pod that match selects is left.
-func (e *Env) waitPodsGone(ctx context.Context, timeout time.Duration, match func(corev1.PodSpec) bool, what string) error {
-	err := Poll(ctx, timeout, func(ctx context.Context) (bool, string, error) {
-		pods, err := e.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, "", err
-		}
-		var left []string
-		for _, p := range pods.Items {
-			if match(p.Spec) {
-				left = append(left, p.Namespace+"/"+p.Name)
-			}
-		}
-		return len(left) == 0, fmt.Sprintf("%s left: %v", what, left), nil
-	})
+// podsLeft lists (namespace/name) the pods that match selects.
+func (e *Env) podsLeft(ctx context.Context, match func(corev1.PodSpec) bool) ([]string, error) {
+	pods, err := e.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return fmt.Errorf("kube: %s not deleted: %w", what, err)
+		return nil, fmt.Errorf("kube: list pods: %w", err)
 	}
-	return nil
+	var left []string
+	for _, p := range pods.Items {
+		if match(p.Spec) {
+			left = append(left, p.Namespace+"/"+p.Name)
+		}
+	}
+	return left, nil
 }
 
 // removeSandboxes stops and removes every pod sandbox through CRI, which

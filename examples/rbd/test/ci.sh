@@ -89,31 +89,11 @@ if [ "${RBD_VM_SANITY:-}" = 1 ]; then vmrun='^TestKernelMapper(s|Latency)$'; fi
 # the scenarios and the e2e suite on pods and kubelet). Started after the
 # tests instead, it outlasted all of them and CI waited for it at the end.
 # Its output is shown when it is waited for, at the end.
-#
-# With RBD_VM_LANE_DIR set (a directory: .ci/run), it starts later, after
-# the tests and the Kubernetes binaries, and this script does not wait for
-# it: it runs on, detached, writing DIR/out, DIR/pid and, when it ends,
-# DIR/rc, through the idle steps after this one, and the caller waits for
-# it (and kills its process group if it stops first). The tests and the
-# compiles before that point saturate both cores of a fresh machine; the
-# kubelet-mode steps after it leave about half idle.
+step "krbd and rbd-nbd in the VM lane, in the background (-run $vmrun)"
 vm_out=$(mktemp /tmp/csikit-rbd-vm.XXXXXX)
-vm_pid=
-vm_t=
-vm_start() {
-	step "krbd and rbd-nbd in the VM lane, in the background (-run $vmrun)"
-	vm_t=$(date +%s)
-	if [ -n "${RBD_VM_LANE_DIR:-}" ]; then
-		# Without this cluster's variables: it is stopped before the lane
-		# ends (the guest starts a cluster of its own either way).
-		setsid bash -c 'unset $(compgen -e | grep "^CSIKIT_CEPH_"); go test -tags pacific -count=1 -timeout 45m -v -run "$1" . >"$2/out" 2>&1; echo $? >"$2/rc.tmp"; mv "$2/rc.tmp" "$2/rc"' _ "$vmrun" "$RBD_VM_LANE_DIR" &
-		vm_pid=$!
-		echo "$vm_pid" >"$RBD_VM_LANE_DIR/pid"
-		return
-	fi
-	setsid go test -tags pacific -count=1 -timeout 45m -v -run "$vmrun" . >"$vm_out" 2>&1 &
-	vm_pid=$!
-}
+setsid go test -tags pacific -count=1 -timeout 45m -v -run "$vmrun" . >"$vm_out" 2>&1 &
+vm_pid=$!
+vm_t=$(date +%s)
 vm_wait() {
 	local rc=0
 	wait "$vm_pid" || rc=$?
@@ -127,7 +107,6 @@ vm_wait() {
 	echo "rbd: VM lane done, $(( $(date +%s) - vm_t ))s after its start"
 	rm -f "$vm_out"
 }
-[ -n "${RBD_VM_LANE_DIR:-}" ] || vm_start
 
 step "tests (-race) and each benchmark once against the cluster"
 # One package at a time (-p 1): the packages share the cluster's pool, and
@@ -145,7 +124,6 @@ go test -p 1 -tags pacific -race -count=1 -timeout 15m -bench . -benchtime 1x -s
 # or, alone, builds them. sanity/kube/ci.sh, later, finds them cached.
 step "Kubernetes binaries and containerd for test/kube (sanity/kube's tool blocks)"
 (cd ../../sanity/kube && go run ./internal/buildtools -runtime)
-[ -z "${RBD_VM_LANE_DIR:-}" ] || vm_start
 
 # Without -race: the driver under test is a separate process (the race
 # detector would only watch the test's client-go calls), and a race build
@@ -173,13 +151,7 @@ env -u CSIKIT_CEPH_MON FOCUS=ci PROCS=3 \
 	../../sanity/kube/e2e/run.sh rbd
 echo "rbd: e2e focused subset in $(( $(date +%s) - t ))s"
 
-if [ -n "${RBD_VM_LANE_DIR:-}" ]; then
-	rm -f "$vm_out"
-	vm_pid= # the caller's now: left running
-	echo "rbd: the VM lane runs on in the background (since $(( $(date +%s) - vm_t ))s; $RBD_VM_LANE_DIR)"
-else
-	step "the VM lane's results (krbd, rbd-nbd)"
-	vm_wait
-fi
+step "the VM lane's results (krbd, rbd-nbd)"
+vm_wait
 
 step "done"
