@@ -45,9 +45,12 @@ func TestMain(m *testing.M) {
 	os.Exit(vmtest.Main(m)) // powers off the VM the tests that need one share
 }
 
-// vmOptions is the VM of the tests that need Debian's kernel: project
-// quotas, ext4 and xfs grown online (vmtest).
-var vmOptions = vmtest.Options{Modules: []string{"loop", "xfs", "ext4", "quota_v2"}}
+// vmOptions is the VM of the tests that need Debian's kernel (vmtest):
+// project quotas, ext4 and xfs grown online, dm-crypt. One VM for all of
+// them: vmtest runs one VM at a time, and these tests' file order
+// (encrypt, onlinegrow, quota, sanity_encrypt) alternated between two
+// configurations, three boots under TCG instead of one.
+var vmOptions = vmtest.Options{Modules: []string{"loop", "xfs", "ext4", "quota_v2", "dm-crypt"}}
 
 // crashChild serves the driver as serve does, counting Step calls, and
 // kills itself with SIGKILL — no cleanup, no flush — at the N-th. It

@@ -21,9 +21,6 @@ import (
 	"github.com/csikit/csikit/examples/hostpath/driver"
 )
 
-// cryptVM is the VM of the encrypted-volume tests (dm-crypt).
-var cryptVM = vmtest.Options{Modules: []string{"loop", "xfs", "ext4", "dm-crypt"}}
-
 // inCryptVM runs the calling test in the VM when this kernel has no
 // device-mapper; true means it ran there and the caller returns.
 func inCryptVM(t *testing.T) bool {
@@ -31,7 +28,7 @@ func inCryptVM(t *testing.T) bool {
 	if _, err := os.Stat("/dev/mapper/control"); err == nil || vmtest.InGuest() {
 		return false
 	}
-	return vmtest.Delegate(t, cryptVM)
+	return vmtest.Delegate(t, vmOptions) // dm-crypt among its modules
 }
 
 // cheapKDF keeps key slots cheap in tests (the VM may run under TCG).
