@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -51,14 +52,25 @@ func TestProcessRestartAndStop(t *testing.T) {
 
 // A process that ignores SIGTERM is killed after the grace period.
 func TestProcessStopEscalatesToSIGKILL(t *testing.T) {
+	dir := t.TempDir()
+	trapped := filepath.Join(dir, "trapped")
 	p, err := kube.StartProcess(kube.ProcessOptions{
-		Name: "stubborn", Path: "/bin/sh", Args: []string{"-c", "trap '' TERM; while :; do sleep 0.1; done"},
-		LogDir: t.TempDir(), StopGrace: 300 * time.Millisecond,
+		Name: "stubborn", Path: "/bin/sh",
+		Args:   []string{"-c", `trap '' TERM; : >"$1"; while :; do sleep 0.1; done`, "sh", trapped},
+		LogDir: dir, StopGrace: 300 * time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // let the shell install its trap
+	// Stop only once the shell ignores SIGTERM: it says so with a file (a
+	// fixed sleep here was too short on a loaded machine, and SIGTERM
+	// then ended the shell at once).
+	if err := kube.Poll(context.Background(), time.Minute, func(context.Context) (bool, string, error) {
+		_, err := os.Stat(trapped)
+		return err == nil, "the shell's trap", nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	pid := p.PID()
 	start := time.Now()
 	if err := p.Stop(); err != nil {
