@@ -81,12 +81,28 @@ func NewPool(t testing.TB, conn *rados.Conn) string {
 // entry and journal object in it.
 func TenantPool(t testing.TB, c Cluster) (string, map[string]string) {
 	t.Helper()
+	return tenantPool(t, c, "profile rbd")
+}
+
+// FencingTenantPool is TenantPool with the monitor caps of a driver that
+// also lifts fences (Unfence: `osd blocklist rm`, which profile rbd does
+// not allow), as README's "Node loss and fencing" documents and
+// test/cluster.sh's user has.
+func FencingTenantPool(t testing.TB, c Cluster) (string, map[string]string) {
+	t.Helper()
+	return tenantPool(t, c, `profile rbd, allow command "osd blocklist" with blocklistop=rm`)
+}
+
+// tenantPool makes the pool and a user with monCaps on the monitors and
+// profile rbd on the pool.
+func tenantPool(t testing.TB, c Cluster, monCaps string) (string, map[string]string) {
+	t.Helper()
 	conn := Admin(t, c)
 	pool := NewPool(t, conn) // deleted after the user (Cleanup is LIFO)
 	user := "u-" + pool
 	entity := "client." + user
 	out, err := monCommand(conn, map[string]any{"prefix": "auth get-or-create", "entity": entity, "format": "json",
-		"caps": []string{"mon", "profile rbd", "osd", "profile rbd pool=" + pool, "mgr", "profile rbd pool=" + pool}})
+		"caps": []string{"mon", monCaps, "osd", "profile rbd pool=" + pool, "mgr", "profile rbd pool=" + pool}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,9 +90,11 @@ func TestKubeNodeLoss(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	// The cluster's own user: its caps include `osd blocklist rm`
-	// (test/cluster.sh), which Unfence needs.
-	secrets := c.Secrets()
+	// A pool of the test's own (rbd's other tests run beside it in CI, and
+	// its sanity run fails on any image that appears in the cluster's pool)
+	// and a user allowed only that pool, with `osd blocklist rm` on the
+	// monitors, which Unfence needs.
+	pool, secrets := cephtest.FencingTenantPool(t, c)
 	sockB, sockA := filepath.Join(dir, "b.sock"), filepath.Join(dir, "a.sock")
 	stateA, stateB := filepath.Join(dir, "state-a"), filepath.Join(dir, "state-b")
 	env := kube.Start(t, kube.Options{
@@ -106,7 +108,7 @@ func TestKubeNodeLoss(t *testing.T) {
 		Kubelet: &kube.KubeletOptions{ExtraNodes: []kube.NodeOptions{{Name: "node-a"}}, CheckLeftovers: true},
 	})
 	t.Logf("two-node environment started in %s", time.Since(start).Round(time.Millisecond))
-	applyDeploy(t, env, c.Pool, secrets)
+	applyDeploy(t, env, pool, secrets)
 	if _, err := env.Client.CoreV1().Namespaces().Create(context.Background(),
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -120,7 +122,7 @@ func TestKubeNodeLoss(t *testing.T) {
 		p, err := kube.StartProcess(kube.ProcessOptions{
 			Name: "rbd-" + n.name, Path: bin, LogDir: env.Dir, Restart: true,
 			Args: []string{"--endpoint=unix://" + n.sock, "--nodeid=" + n.name, "--monitors=" + c.Monitors,
-				"--pool=" + c.Pool, "--state-dir=" + n.state, "--mapper=rbd-fuse",
+				"--pool=" + pool, "--state-dir=" + n.state, "--mapper=rbd-fuse",
 				"--kubelet-registration-path=" + n.sock, "--kubelet-registration-dir=" + n.reg},
 		})
 		if err != nil {
@@ -144,7 +146,7 @@ func TestKubeNodeLoss(t *testing.T) {
 			t.Errorf("teardown: %v", err)
 		}
 	})
-	h := &h{t: t, env: env, ctx: context.Background(), pool: c.Pool}
+	h := &h{t: t, env: env, ctx: context.Background(), pool: pool}
 	for _, name := range []string{"node-a", "node-b"} {
 		env.WaitDriverRegistered(t, nodeWait, name, driverName)
 	}
@@ -282,7 +284,7 @@ func TestKubeNodeLoss(t *testing.T) {
 	}
 	h.deletePod("web-0")
 	h.waitDetached(pv.Name)
-	text := exportStamps(t, c, image)
+	text := exportStamps(t, c, pool, image)
 	final := stampsOf(text, string(old.UID))
 	checkPrefix(t, "node-a's stamps in the image at the end", final, last)
 	var late []int
@@ -462,15 +464,15 @@ func unfence(t *testing.T, sock, volume, node string) {
 	}
 }
 
-// exportStamps exports image (rbd export as client.admin), checks its
+// exportStamps exports pool/image (rbd export as client.admin), checks its
 // file system (e2fsck -fn) and returns its /stamps (debugfs: no mount).
-func exportStamps(t *testing.T, c cephtest.Cluster, image string) string {
+func exportStamps(t *testing.T, c cephtest.Cluster, pool, image string) string {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), image)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	if out, err := exec.CommandContext(ctx, "rbd", "-c", c.Conf, "-n", "client.admin", "-k", c.AdminKeyring,
-		"export", c.Pool+"/"+image, file).CombinedOutput(); err != nil {
+		"export", pool+"/"+image, file).CombinedOutput(); err != nil {
 		t.Fatalf("rbd export %s: %v: %s", image, err, out)
 	}
 	if err := sanity.CheckFilesystem(ctx, file); err != nil {
