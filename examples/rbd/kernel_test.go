@@ -31,12 +31,13 @@ import (
 // machine's kernel has no rbd or nbd module, so they run on Debian's
 // (csitest/vmtest), with udev (`rbd device map` waits for its events)
 // and a throwaway cluster that test/cluster.sh starts on the guest's
-// loopback.
+// loopback, without a mgr (under TCG it takes a third of the guest's CPU,
+// and nothing here needs it).
 var kernelVM = vmtest.Options{
 	Modules:   []string{"rbd", "nbd", "xfs", "ext4", "loop", "fuse", "dm-crypt"},
 	Udev:      true,
 	MemoryMiB: 4096,
-	Setup:     `env=$(test/cluster.sh start "$TMPDIR/ceph") && cat "$env" >>"$VMTEST_ENV"`,
+	Setup:     `env=$(CSIKIT_CEPH_MGR=0 test/cluster.sh start "$TMPDIR/ceph") && cat "$env" >>"$VMTEST_ENV"`,
 }
 
 // latencyRounds is how many interleaved rounds TestKernelMapperLatency
