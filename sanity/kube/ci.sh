@@ -6,6 +6,9 @@
 # Exits non-zero on any failure. Needs: go; as root for the kubelet mode:
 # runc, containernetworking-plugins, busybox-static, iptables (installed
 # here when missing). Keys, certificates and images are generated in Go.
+# CSIKIT_KUBE_TEST_EXEC, when set, runs the test binaries through that
+# program (go test -exec; .ci/run: .ci/nothp, huge pages off for the
+# kubelet mode's processes).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -37,7 +40,7 @@ go vet ./...
 # on a failure): where the step's time goes, run by run.
 log=$(mktemp)
 rc=0
-go test -count=1 -timeout 25m -v ./... >"$log" 2>&1 || rc=$?
+go test ${CSIKIT_KUBE_TEST_EXEC:+-exec "$CSIKIT_KUBE_TEST_EXEC"} -count=1 -timeout 25m -v ./... >"$log" 2>&1 || rc=$?
 if [ "$rc" -ne 0 ]; then
 	cat "$log"; rm -f "$log"
 	echo "sanity/kube: go test failed (exit $rc) after $(( $(date +%s) - start ))s"

@@ -33,6 +33,8 @@
 # directory). Needs root, go, runc, containernetworking-plugins,
 # busybox-static and iptables (sanity/kube/ci.sh installs them). Ends with
 # "N passed, N failed, N skipped" and exits non-zero on a failure.
+# CSIKIT_KUBE_TEST_EXEC, when set, runs the test binary through that
+# program (go test -exec; .ci/run: .ci/nothp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 driver=${1:?usage: $0 hostpath|rbd [KIND]}
@@ -52,7 +54,7 @@ hostpath)
 	CSIKIT_KUBE_KUBELET=1 CSIKIT_KUBE_E2E=hostpath CSIKIT_KUBE_E2E_KIND="$kind" \
 		CSIKIT_KUBE_E2E_FOCUS="${FOCUS:-}" CSIKIT_KUBE_E2E_SKIP="${SKIP:-}" \
 		CSIKIT_KUBE_E2E_PROCS="${PROCS:-2}" CSIKIT_KUBE_E2E_DIR="$out" \
-		go test -count=1 -timeout 4h -run '^TestE2E$' -v . 2>&1 | tee "$out/test.log" |
+		go test ${CSIKIT_KUBE_TEST_EXEC:+-exec "$CSIKIT_KUBE_TEST_EXEC"} -count=1 -timeout 4h -run '^TestE2E$' -v . 2>&1 | tee "$out/test.log" |
 		grep -E '^(=== RUN|--- |e2e |ok|FAIL|PASS)|skipped: |skipped by name: |failed: |test-driver.yaml|Summarizing|\[FAIL\]' || true
 	;;
 rbd)
@@ -71,7 +73,7 @@ rbd)
 	(cd "$rbd" && CSIKIT_KUBE_E2E=rbd \
 		CSIKIT_KUBE_E2E_FOCUS="${FOCUS:-}" CSIKIT_KUBE_E2E_SKIP="${SKIP:-}" \
 		CSIKIT_KUBE_E2E_PROCS="${PROCS:-2}" CSIKIT_KUBE_E2E_DIR="$out" \
-		go test -tags pacific -count=1 -timeout 4h -run '^TestE2E$' -v ./test/kube 2>&1) | tee "$out/test.log" |
+		go test ${CSIKIT_KUBE_TEST_EXEC:+-exec "$CSIKIT_KUBE_TEST_EXEC"} -tags pacific -count=1 -timeout 4h -run '^TestE2E$' -v ./test/kube 2>&1) | tee "$out/test.log" |
 		grep -E '^(=== RUN|--- |e2e |ok|FAIL|PASS)|skipped: |skipped by name: |failed: |replaced |test-driver.yaml|Summarizing|\[FAIL\]' || true
 	;;
 *)
