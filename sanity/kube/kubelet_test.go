@@ -553,7 +553,8 @@ func TestKubelet(t *testing.T) {
 }
 
 // writerSurvives runs disrupt (what, in failures) while pod <prefix>-stamp
-// writes a counter to /data/stamp of claim every 200 ms, then checks that
+// writes a counter to /data/stamp of claim every 200 ms (atomically, by
+// rename), then checks that
 // the pod's mounts are the same, that a new pod <prefix>-watch on the claim
 // (published after the disruption) sees the counter move and then prints
 // what the shell commands extra print, which must be extraOut, and that
@@ -561,7 +562,11 @@ func TestKubelet(t *testing.T) {
 // writer's UID.
 func (h *h) writerSurvives(prefix, claim, what, extra, extraOut string, disrupt func()) string {
 	h.t.Helper()
-	w := h.podSpec(prefix+"-stamp", "i=0; while true; do i=$((i+1)); echo $i > /data/stamp; touch /tmp/ok; sleep 0.2; done", pvcVolume("data", claim))
+	// Each count is written to a new file renamed over the old one: a
+	// reader sees the last count or the next, never the empty file that
+	// `echo > /data/stamp` leaves between its truncate and its write (a
+	// watch pod once read "" there and reported the writer stuck).
+	w := h.podSpec(prefix+"-stamp", "i=0; while true; do i=$((i+1)); echo $i > /data/stamp.new; mv /data/stamp.new /data/stamp; touch /tmp/ok; sleep 0.2; done", pvcVolume("data", claim))
 	w.Spec.Containers[0].ReadinessProbe = &corev1.Probe{PeriodSeconds: 1,
 		ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"test", "-f", "/tmp/ok"}}}}
 	h.createPod(w)
