@@ -20,13 +20,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
-part() {
-	local t; t=$(date +%s)
-	echo "=== kube lane: $1"
-	shift
-	"$@"
-	echo "=== kube lane: done in $(( $(date +%s) - t ))s"
-}
+part_label="kube lane"
+. .ci/part.sh
 prepare() (
 	cd sanity/kube
 	go run ./internal/buildtools -runtime -e2e

@@ -9,13 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
-part() {
-	local t; t=$(date +%s)
-	echo "=== side: $1"
-	shift
-	"$@"
-	echo "=== side: done in $(( $(date +%s) - t ))s"
-}
+part_label="side"
+. .ci/part.sh
 tools() (
 	cd tools
 	go vet ./...
